@@ -1,0 +1,272 @@
+"""Lesson 4 scenario: what the grader runs against a submission's forward() and compare().
+
+Each probe records raw observations (tensors, metrics, event traces); verdicts are decided in Rust
+from rubrics/04-checkpoint.yaml. Probes:
+  numerics       loss, logits, every gradient with checkpointing off/on (dropout 0); activation
+                 bytes saved for backward, measured by the grader; checkpoint calls per forward
+  dropout        gradients off/on with dropout > 0 and the same seed (RNG preserved?)
+  no_input_grad  gradients when the blocks' input does not require grad (reentrant loses them)
+  inference      checkpoint calls under torch.no_grad()
+  timing         the grader's own step-time measurement: warm-up, sync, interleaved, median
+  memory         (CUDA) peak allocated bytes of one step off/on
+  compare        the submission's compare(), called twice, with its clock/sync/input trace
+"""
+import statistics
+
+import torch
+from safetensors.torch import load_file
+
+from course import Config, TinyGPT
+
+VARIANTS = (("off", False), ("on", True))
+
+_saved_tensors_hooks = torch.autograd.graph.saved_tensors_hooks
+_equal = torch.equal
+_synchronize = torch.cuda.synchronize
+ProbeFailed = Exception  # replaced by the driver's class in run()
+
+
+class Lesson:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.device = torch.device(ctx.device)
+        inputs = load_file(ctx.job["inputs"])
+        self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
+        self.batch = {
+            "idx": inputs["batch/idx"].to(self.device),
+            "targets": inputs["batch/targets"].to(self.device),
+        }
+        self.forward = self._require("forward")
+
+    def _require(self, name):
+        fn = getattr(self.ctx.sub, name, None)
+        if not callable(fn):
+            return None
+        return fn
+
+    def need(self, name):
+        fn = getattr(self.ctx.sub, name, None)
+        if not callable(fn):
+            raise ProbeFailed(f"exercise.py defines no function `{name}` (see the contract in README.md)")
+        return fn
+
+    def model(self, dropout=0.0):
+        m = self.ctx.model_cfg
+        cfg = Config(
+            vocab=m["vocab"],
+            seq_len=m["seq_len"],
+            d_model=m["d_model"],
+            n_heads=m["n_heads"],
+            n_blocks=m["n_blocks"],
+            dropout=dropout,
+        )
+        model = TinyGPT(cfg)
+        model.load_state_dict(self.weights, strict=True)
+        return model.to(self.device).train()
+
+    def blocks_fn(self, checkpointing, detach_input=False):
+        forward = self.need("forward")
+
+        def run(blocks, x):
+            if detach_input:
+                x = x.detach()
+            out = forward(blocks, x, checkpointing=checkpointing)
+            if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+                got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                raise ProbeFailed(
+                    f"forward(blocks, x, checkpointing={checkpointing}) returned {got}, "
+                    f"expected a Tensor of shape {tuple(x.shape)}"
+                )
+            return out
+
+        return run
+
+    def sync(self):
+        if self.device.type == "cuda":
+            _synchronize()
+
+    def step(self, model, blocks_fn):
+        model.zero_grad(set_to_none=True)
+        logits, loss = model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
+        loss.backward()
+        return logits, loss
+
+    def save_grads(self, prefix, model):
+        missing = 0
+        for name, p in model.named_parameters():
+            if p.grad is None:
+                missing += 1
+            else:
+                self.ctx.save_tensor(f"{prefix}/grad/{name}", p.grad)
+        return missing
+
+    def saved_bytes(self, model, fn):
+        """Bytes of distinct storages saved for backward during fn(), parameters excluded."""
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        seen = {}
+
+        def pack(t):
+            s = t.untyped_storage()
+            ptr = s.data_ptr()
+            if ptr not in params:
+                seen[ptr] = s.nbytes()
+            return t
+
+        with _saved_tensors_hooks(pack, lambda t: t):
+            out = fn()
+        return out, sum(seen.values())
+
+    # -- probes -------------------------------------------------------------------------------
+    def numerics(self):
+        ctx = self.ctx
+        for variant, flag in VARIANTS:
+            model = self.model()
+            blocks_fn = self.blocks_fn(flag)
+            model.zero_grad(set_to_none=True)
+            ctx.trace = trace = []
+            (logits, loss), nbytes = self.saved_bytes(
+                model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
+            )
+            ctx.trace = None
+            ctx.traces[f"numerics.{variant}_forward"] = trace
+            loss.backward()
+            ctx.metric(f"numerics.{variant}.activation_bytes", nbytes)
+            ctx.save_tensor(f"numerics/{variant}/loss", loss)
+            ctx.save_tensor(f"numerics/{variant}/logits", logits)
+            ctx.metric(f"numerics.{variant}.missing_grads", self.save_grads(f"numerics/{variant}", model))
+
+    def dropout(self):
+        p = float(self.ctx.params["dropout"])
+        for variant, flag in VARIANTS:
+            model = self.model(dropout=p)
+            torch.manual_seed(self.ctx.seed + 1)
+            _, loss = self.step(model, self.blocks_fn(flag))
+            self.ctx.save_tensor(f"dropout/{variant}/loss", loss)
+            self.save_grads(f"dropout/{variant}", model)
+
+    def no_input_grad(self):
+        for variant, flag in VARIANTS:
+            model = self.model()
+            _, loss = self.step(model, self.blocks_fn(flag, detach_input=True))
+            missing = self.save_grads(f"no_input_grad/{variant}", model)
+            self.ctx.metric(f"no_input_grad.{variant}.missing_grads", missing)
+
+    def inference(self):
+        model = self.model()
+        self.ctx.trace = trace = []
+        with torch.no_grad():
+            logits, _ = model(self.batch["idx"], None, blocks_fn=self.blocks_fn(True))
+        self.ctx.trace = None
+        self.ctx.traces["inference.forward"] = trace
+        self.ctx.save_tensor("inference/on/logits", logits)
+
+    def timing(self):
+        t = self.ctx.params["timing"]
+        clock = self.ctx.clock
+        model = self.model()
+        fns = {variant: self.blocks_fn(flag) for variant, flag in VARIANTS}
+        for variant, _ in VARIANTS:
+            for _ in range(int(t["warmup"])):
+                self.step(model, fns[variant])
+        samples = {"off": [], "on": []}
+        n = int(t["steps_per_repeat"])
+        for r in range(int(t["repeats"])):
+            order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]  # interleave: drift hits both
+            for variant, _ in order:
+                self.sync()
+                t0 = clock()
+                for _ in range(n):
+                    self.step(model, fns[variant])
+                self.sync()
+                samples[variant].append((clock() - t0) / n)
+        for variant, _ in VARIANTS:
+            self.ctx.metric(f"timing.{variant}.median_s", statistics.median(samples[variant]))
+            self.ctx.metric(f"timing.{variant}.min_s", min(samples[variant]))
+
+    def memory(self):
+        if self.device.type != "cuda":
+            raise ProbeFailed("peak memory needs --device cuda (torch.cuda stats are 0 on CPU)")
+        for variant, flag in VARIANTS:
+            model = self.model()
+            self.step(model, self.blocks_fn(flag))  # warm-up: allocator and cuBLAS workspaces
+            model.zero_grad(set_to_none=True)
+            _synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            self.step(model, self.blocks_fn(flag))
+            _synchronize()
+            self.ctx.metric(f"memory.{variant}.peak_bytes", torch.cuda.max_memory_allocated() - base)
+
+    def compare(self):
+        compare = self.need("compare")
+        ctx = self.ctx
+        p = ctx.params
+        for run in ("run1", "run2"):
+            model = self.model()
+            inputs_seen = []
+
+            def on_embed(_module, args):
+                idx = args[0]
+                inputs_seen.append(idx.detach().clone())
+                ctx.event("embed", input=len(inputs_seen) - 1)
+
+            def sync():
+                ctx.event("sync")
+                self.sync()
+
+            handle = model.tok_emb.register_forward_pre_hook(on_embed)
+            ctx.trace = trace = []
+            try:
+                result = compare(
+                    model,
+                    dict(self.batch),
+                    sync=sync,
+                    warmup=int(p["warmup"]),
+                    repeats=int(p["repeats"]),
+                )
+            finally:
+                ctx.trace = None
+                handle.remove()
+            # name each step's input: "batch" when it equals the batch handed over
+            labels, distinct = [], []
+            for t in inputs_seen:
+                if t.shape == self.batch["idx"].shape and _equal(t, self.batch["idx"]):
+                    labels.append("batch")
+                    continue
+                for j, d in enumerate(distinct):
+                    if d.shape == t.shape and _equal(d, t):
+                        labels.append(f"other{j + 1}")
+                        break
+                else:
+                    distinct.append(t)
+                    labels.append(f"other{len(distinct)}")
+            for ev in trace:
+                if ev["e"] == "embed":
+                    ev["input"] = labels[ev["input"]]
+            ctx.traces[f"compare.{run}"] = trace
+            for variant, _ in VARIANTS:
+                rec = result.get(variant) if isinstance(result, dict) else None
+                if not isinstance(rec, dict):
+                    raise ProbeFailed(
+                        f"compare() must return {{'off': {{...}}, 'on': {{...}}}}; got {type(result).__name__}"
+                        + (f" with keys {sorted(result)}" if isinstance(result, dict) else "")
+                    )
+                for key, kind in (("step_s", (int, float)), ("activation_bytes", (int,))):
+                    value = rec.get(key)
+                    if hasattr(value, "item"):
+                        value = value.item()
+                    if isinstance(value, bool) or not isinstance(value, kind):
+                        raise ProbeFailed(
+                            f"compare()['{variant}']['{key}'] is {value!r}; expected "
+                            + ("a number of seconds" if key == "step_s" else "an int number of bytes")
+                        )
+                    ctx.metric(f"compare.{run}.{variant}.{key}", value)
+
+
+def run(ctx):
+    global ProbeFailed
+    ProbeFailed = ctx.ProbeFailed
+    lesson = Lesson(ctx)
+    for name in ("numerics", "dropout", "no_input_grad", "inference", "timing", "memory", "compare"):
+        with ctx.probe(name):
+            getattr(lesson, name)()

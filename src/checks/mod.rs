@@ -1,0 +1,208 @@
+//! The rubric engine: evaluates each criterion's check against the evidence of one run and
+//! returns verdicts. One file per check kind; this file dispatches and formats numbers.
+pub mod answer;
+pub mod close;
+pub mod range;
+pub mod ratio;
+pub mod reproducible;
+pub mod trace;
+
+use crate::i18n::Text;
+use crate::observations::Evidence;
+use crate::runner::Device;
+use crate::spec::rubric::{Check, OnlyOn};
+use crate::spec::{Exercise, Operand, Rubric};
+use crate::text;
+use serde::Serialize;
+
+/// What one check found.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub pass: bool,
+    /// The measured value, human-readable.
+    pub measured: String,
+    /// The bound it was held to.
+    pub bound: String,
+    /// Why it passed or failed.
+    pub why: Text,
+}
+
+impl Outcome {
+    /// The value needed is not there: fail, saying why.
+    pub fn missing(why: Text, bound: String) -> Outcome {
+        Outcome {
+            pass: false,
+            measured: "—".into(),
+            bound,
+            why,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    Pass,
+    Fail,
+    Skip,
+}
+
+/// One criterion's verdict, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub id: String,
+    pub title: Text,
+    pub status: Status,
+    pub points: u32,
+    pub measured: String,
+    pub bound: String,
+    pub why: Text,
+    pub catches: Option<Text>,
+}
+
+/// What checks read besides the evidence: `$model.*` / `$params.*` bounds.
+pub struct Env<'a> {
+    pub evidence: &'a Evidence,
+    pub exercise: &'a Exercise,
+}
+
+impl Env<'_> {
+    pub fn resolve(&self, op: &Option<Operand>) -> Option<f64> {
+        op.as_ref().and_then(|o| o.resolve(self.exercise))
+    }
+}
+
+pub fn evaluate(check: &Check, env: &Env) -> Outcome {
+    match check {
+        Check::Close(c) => close::evaluate(c, env),
+        Check::Ratio(r) => ratio::evaluate(r, env),
+        Check::Range(r) => range::evaluate(r, env),
+        Check::Trace(t) => trace::evaluate(t, env),
+        Check::Answer(a) => answer::evaluate(a, env),
+        Check::Reproducible(r) => reproducible::evaluate(r, env),
+        Check::All(checks) => {
+            let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();
+            let failed: Vec<&Outcome> = outs.iter().filter(|o| !o.pass).collect();
+            let pick = |f: fn(&Outcome) -> &str| outs.iter().map(f).collect::<Vec<_>>().join("; ");
+            let why = if failed.is_empty() {
+                Text::new(
+                    outs.iter()
+                        .map(|o| o.why.zh.as_str())
+                        .collect::<Vec<_>>()
+                        .join("；"),
+                    outs.iter()
+                        .map(|o| o.why.en.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            } else {
+                Text::new(
+                    failed
+                        .iter()
+                        .map(|o| o.why.zh.as_str())
+                        .collect::<Vec<_>>()
+                        .join("；"),
+                    failed
+                        .iter()
+                        .map(|o| o.why.en.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            };
+            Outcome {
+                pass: failed.is_empty(),
+                measured: pick(|o| &o.measured),
+                bound: pick(|o| &o.bound),
+                why,
+            }
+        }
+    }
+}
+
+/// Grade every criterion of `rubric`.
+pub fn grade(rubric: &Rubric, env: &Env, device: Device) -> Vec<Verdict> {
+    rubric
+        .criteria
+        .iter()
+        .map(|c| {
+            let applies = match c.only_on {
+                None => true,
+                Some(OnlyOn::Cpu) => device == Device::Cpu,
+                Some(OnlyOn::Cuda) => device == Device::Cuda,
+            };
+            let (status, out) = if !applies {
+                let on = if c.only_on == Some(OnlyOn::Cuda) {
+                    "cuda"
+                } else {
+                    "cpu"
+                };
+                let out = Outcome {
+                    pass: true,
+                    measured: "—".into(),
+                    bound: "—".into(),
+                    why: text!(
+                        format!("仅在 --device {on} 上检查"),
+                        format!("checked only with --device {on}")
+                    ),
+                };
+                (Status::Skip, out)
+            } else {
+                let out = match &env.evidence.run_failure {
+                    Some(f) => Outcome::missing(f.clone(), "—".into()),
+                    None => evaluate(&c.check, env),
+                };
+                (if out.pass { Status::Pass } else { Status::Fail }, out)
+            };
+            Verdict {
+                id: c.id.clone(),
+                title: c.title.clone(),
+                status,
+                points: c.points,
+                measured: out.measured,
+                bound: out.bound,
+                why: out.why,
+                catches: c.catches.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Numbers for people: integers with thousands separators, others with 4 significant digits.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        let s = format!("{}", x.abs() as u64);
+        let mut out = String::new();
+        for (i, ch) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        return if x < 0.0 { format!("-{out}") } else { out };
+    }
+    let a = x.abs();
+    if a != 0.0 && !(1e-3..1e6).contains(&a) {
+        format!("{x:.3e}")
+    } else {
+        let digits = (3 - a.log10().floor() as i32).clamp(0, 9) as usize;
+        format!("{x:.digits$}")
+    }
+}
+
+/// `≥ 0.9`, `≤ 0.5`, `in [0.5, 2]`.
+pub fn fmt_bounds(min: Option<f64>, max: Option<f64>) -> String {
+    match (min, max) {
+        (Some(l), Some(h)) if l == h => format!("= {}", fmt_num(l)),
+        (Some(l), Some(h)) => format!("∈ [{}, {}]", fmt_num(l), fmt_num(h)),
+        (Some(l), None) => format!("≥ {}", fmt_num(l)),
+        (None, Some(h)) => format!("≤ {}", fmt_num(h)),
+        (None, None) => "—".into(),
+    }
+}
+
+pub fn within(x: f64, min: Option<f64>, max: Option<f64>) -> bool {
+    x.is_finite() && min.is_none_or(|l| x >= l) && max.is_none_or(|h| x <= h)
+}

@@ -1,0 +1,84 @@
+//! `reproducible`: the same quantities, measured in two runs, agree within a relative tolerance.
+use super::{fmt_num, Env, Outcome};
+use crate::i18n::Text;
+use crate::spec::rubric::{Quantity, ReproducibleSpec};
+use crate::text;
+
+fn value(env: &Env, run: &str, q: &Quantity) -> Result<f64, Text> {
+    let get = |m: &str| env.evidence.number(&format!("{run}.{m}"));
+    match (&q.metric, &q.ratio) {
+        (Some(m), _) => get(m),
+        (None, Some([n, d])) => {
+            let (n, d) = (get(n)?, get(d)?);
+            Ok(if d == 0.0 { f64::NAN } else { n / d })
+        }
+        (None, None) => Err(Text::same("quantity names neither metric nor ratio")),
+    }
+}
+
+fn name(q: &Quantity) -> String {
+    match (&q.metric, &q.ratio) {
+        (Some(m), _) => m.clone(),
+        (None, Some([n, d])) => format!("{n}/{d}"),
+        _ => "?".into(),
+    }
+}
+
+pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
+    let [a, b] = &spec.runs;
+    let bound = spec
+        .quantities
+        .iter()
+        .map(|q| {
+            if q.max_rel_diff == 0.0 {
+                format!("{}: equal", name(q))
+            } else {
+                format!("{}: ±{}%", name(q), fmt_num(q.max_rel_diff * 100.0))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut measured = Vec::new();
+    let mut bad = Vec::new();
+    for q in &spec.quantities {
+        let (va, vb) = match (value(env, a, q), value(env, b, q)) {
+            (Ok(x), Ok(y)) => (x, y),
+            (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound),
+        };
+        let rel = if va == vb {
+            0.0
+        } else if va == 0.0 {
+            f64::INFINITY
+        } else {
+            (vb / va - 1.0).abs()
+        };
+        measured.push(format!("{}: {} vs {}", name(q), fmt_num(va), fmt_num(vb)));
+        if !(rel <= q.max_rel_diff) {
+            bad.push(format!(
+                "{}: {} vs {} ({}% apart)",
+                name(q),
+                fmt_num(va),
+                fmt_num(vb),
+                fmt_num(rel * 100.0)
+            ));
+        }
+    }
+    let pass = bad.is_empty();
+    let why = if pass {
+        text!(
+            "两次运行的测量结果一致",
+            "both runs measured the same within tolerance"
+        )
+    } else {
+        text!(
+            format!("两次运行不一致：{}", bad.join("；")),
+            format!("the two runs disagree: {}", bad.join("; "))
+        )
+    };
+    Outcome {
+        pass,
+        measured: measured.join("; "),
+        bound,
+        why,
+    }
+}

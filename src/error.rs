@@ -1,0 +1,51 @@
+//! Errors the user acts on, and the documented exit codes they map to.
+use std::path::PathBuf;
+
+/// Exit codes (documented in `--help` and the README).
+pub mod exit {
+    /// Every criterion passed.
+    pub const PASS: i32 = 0;
+    /// At least one criterion failed (the submission ran, or failed to run, and was graded).
+    pub const FAIL: i32 = 1;
+    /// The grader could not grade: bad spec, missing submission, missing Python/torch, internal error.
+    pub const CANNOT_GRADE: i32 = 2;
+}
+
+/// Why `grade` could not grade. Each message says what failed, where, and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum GradeError {
+    #[error("{path}:{line}:{column}: {message}")]
+    Spec {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+
+    #[error("unknown exercise `{id}`; known exercises: {known}. Run `grade list` to see them.")]
+    UnknownExercise { id: String, known: String },
+
+    #[error("exercise `{id}` is listed but not available yet ({path} is missing)")]
+    ExerciseMissing { id: String, path: PathBuf },
+
+    #[error("submission not found: {path}\n  hint: grade your working copy with `grade exercise {id}`, or pass --submission FILE")]
+    SubmissionMissing { path: PathBuf, id: String },
+
+    #[error("Python interpreter not usable: {path}: {reason}\n  hint: run `./setup.sh` (it creates .venv with torch==2.13.0), or set GRADE_PYTHON")]
+    Python { path: PathBuf, reason: String },
+
+    #[error("course root not found (a folder with exercises/ and rubrics/); run grade inside the repository or set GRADE_ROOT")]
+    RootNotFound,
+
+    #[error("--device cuda requested but CUDA is not available to libtorch on this machine; use --device cpu or auto")]
+    NoCuda,
+
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl GradeError {
+    pub fn exit_code(&self) -> i32 {
+        exit::CANNOT_GRADE
+    }
+}

@@ -1,0 +1,12 @@
+//! `grade`: grades the PyTorch performance course's exercises. See ARCHITECTURE.md.
+pub mod checks;
+pub mod cli;
+pub mod course;
+pub mod error;
+pub mod i18n;
+pub mod observations;
+pub mod reference;
+pub mod report;
+pub mod runner;
+pub mod spec;
+pub mod workload;

@@ -1,0 +1,108 @@
+//! Reports: one `Report` per graded run, rendered by one exporter per format behind `Exporter`.
+pub mod json;
+pub mod table;
+pub mod yaml;
+
+use crate::checks::{Status, Verdict};
+use crate::error::exit;
+use crate::i18n::{Lang, Text};
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub points: u32,
+    pub max_points: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub exercise: String,
+    pub title: Text,
+    pub submission: String,
+    pub device: String,
+    pub seed: u64,
+    pub verdicts: Vec<Verdict>,
+    pub summary: Summary,
+    /// Seconds the submission's run took (driver start to exit).
+    pub run_s: f64,
+    /// Why the run as a whole failed, if it did.
+    pub run_failure: Option<Text>,
+    /// The last lines the submission wrote to stderr, when something failed.
+    pub stderr_tail: Option<String>,
+}
+
+impl Report {
+    pub fn new(
+        exercise: String,
+        title: Text,
+        submission: String,
+        device: String,
+        seed: u64,
+        verdicts: Vec<Verdict>,
+        run_s: f64,
+        run_failure: Option<Text>,
+        stderr_tail: Option<String>,
+    ) -> Report {
+        let count = |s: Status| verdicts.iter().filter(|v| v.status == s).count();
+        let summary = Summary {
+            passed: count(Status::Pass),
+            failed: count(Status::Fail),
+            skipped: count(Status::Skip),
+            points: verdicts
+                .iter()
+                .filter(|v| v.status == Status::Pass)
+                .map(|v| v.points)
+                .sum(),
+            max_points: verdicts
+                .iter()
+                .filter(|v| v.status != Status::Skip)
+                .map(|v| v.points)
+                .sum(),
+        };
+        Report {
+            exercise,
+            title,
+            submission,
+            device,
+            seed,
+            verdicts,
+            summary,
+            run_s,
+            run_failure,
+            stderr_tail,
+        }
+    }
+
+    /// 0 when every criterion that applies passed, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        if self.summary.failed == 0 {
+            exit::PASS
+        } else {
+            exit::FAIL
+        }
+    }
+}
+
+/// Output format, chosen with `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Yaml,
+}
+
+/// Renders a report for people or machines.
+pub trait Exporter {
+    fn render(&self, report: &Report, lang: Lang) -> String;
+}
+
+pub fn exporter(format: Format, color: bool) -> Box<dyn Exporter> {
+    match format {
+        Format::Table => Box::new(table::TableExporter { color }),
+        Format::Json => Box::new(json::JsonExporter),
+        Format::Yaml => Box::new(yaml::YamlExporter),
+    }
+}

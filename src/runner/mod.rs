@@ -1,0 +1,225 @@
+//! Runs a submission: a fresh temporary directory, the embedded Python driver, the exercise's
+//! scenario, a nonce only the driver knows, and a leash (see `process`). Returns what it observed,
+//! or why there is nothing to observe. The `Executor` trait lets tests substitute recorded runs.
+pub mod process;
+
+use crate::error::GradeError;
+use crate::i18n::Text;
+use crate::observations::Observations;
+use crate::spec::Exercise;
+use crate::text;
+use crate::workload::Workload;
+use anyhow::Context;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use tch::Tensor;
+
+/// The grader's own Python code, embedded in the binary and written out for each run.
+pub const DRIVER_PY: &str = include_str!("../driver/driver.py");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    Cpu,
+    Cuda,
+}
+
+impl Device {
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+        }
+    }
+}
+
+/// Everything one run needs.
+pub struct RunRequest<'a> {
+    pub exercise: &'a Exercise,
+    pub submission: &'a Path,
+    pub workload: &'a Workload,
+    pub device: Device,
+    pub seed: u64,
+    /// Folder holding the `course` package (put on the driver's sys.path).
+    pub course_path: PathBuf,
+}
+
+/// What came back from a run.
+pub struct RunResult {
+    pub obs: Option<Observations>,
+    pub tensors: BTreeMap<String, Tensor>,
+    /// Why the run produced nothing usable (crash, timeout, no results, forged results).
+    pub failure: Option<Text>,
+    pub stderr_tail: String,
+    pub stdout_bytes: u64,
+    pub wall_s: f64,
+}
+
+pub trait Executor {
+    fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError>;
+}
+
+/// The real thing: `python -I -B driver.py job.json` under `process::run`.
+pub struct PythonExecutor {
+    pub python: PathBuf,
+}
+
+impl PythonExecutor {
+    /// Fails with a hint when the interpreter is missing.
+    pub fn new(python: PathBuf) -> Result<Self, GradeError> {
+        if !python.exists() {
+            return Err(GradeError::Python {
+                path: python,
+                reason: "not found".into(),
+            });
+        }
+        Ok(PythonExecutor { python })
+    }
+}
+
+fn random_nonce() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..4)
+        .map(|_| format!("{:08x}", rng.random::<u32>()))
+        .collect()
+}
+
+impl Executor for PythonExecutor {
+    fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
+        let dir = tempfile::Builder::new()
+            .prefix("grade-")
+            .tempdir()
+            .context("creating a temporary directory")?;
+        let tmp = dir.path();
+        let out_dir = tmp.join("out");
+        std::fs::create_dir(&out_dir).context("creating out/")?;
+        let submission = tmp.join("submission.py");
+        std::fs::copy(req.submission, &submission).with_context(|| {
+            format!(
+                "copying {} into {}",
+                req.submission.display(),
+                tmp.display()
+            )
+        })?;
+        let driver = tmp.join("driver.py");
+        std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
+        let inputs = tmp.join("inputs.safetensors");
+        req.workload.write(&inputs)?;
+        let ex = req.exercise;
+        let job = serde_json::json!({
+            "exercise": ex.id,
+            "submission": submission,
+            "scenario": ex.dir.join("scenario.py"),
+            "course_path": req.course_path,
+            "inputs": inputs,
+            "out_dir": out_dir,
+            "device": req.device.name(),
+            "seed": req.seed,
+            "threads": 1,
+            "model": ex.model,
+            "params": ex.params,
+        });
+        let job_path = tmp.join("job.json");
+        std::fs::write(
+            &job_path,
+            serde_json::to_vec_pretty(&job).context("encoding job.json")?,
+        )
+        .context("writing job.json")?;
+
+        let mut cmd = Command::new(&self.python);
+        cmd.arg("-I")
+            .arg("-B")
+            .arg(&driver)
+            .arg(&job_path)
+            .current_dir(tmp)
+            .env_clear();
+        for (k, v) in [
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            ("LANG", "C.UTF-8"),
+            ("OMP_NUM_THREADS", "1"),
+            ("MKL_NUM_THREADS", "1"),
+            ("PYTHONHASHSEED", "0"),
+            ("PYTHONUNBUFFERED", "1"),
+        ] {
+            cmd.env(k, v);
+        }
+        cmd.env("HOME", tmp)
+            .env("TMPDIR", tmp)
+            .env("TORCHINDUCTOR_CACHE_DIR", tmp.join("inductor"));
+        for (k, v) in std::env::vars() {
+            if k.starts_with("CUDA_") || k.starts_with("NVIDIA_") {
+                cmd.env(k, v);
+            }
+        }
+        let limits = process::Limits {
+            timeout: Duration::from_secs(ex.timeout_s),
+            data_bytes: match req.device {
+                Device::Cpu => ex.memory_mb.map(|m| m << 20),
+                Device::Cuda => None,
+            },
+            file_bytes: Some(1 << 30),
+        };
+        let nonce = random_nonce();
+        let fin = process::run(cmd, &nonce, &limits).map_err(|e| GradeError::Python {
+            path: self.python.clone(),
+            reason: format!("could not start: {e}"),
+        })?;
+        let stderr_tail = fin.stderr.text();
+        let mut result = RunResult {
+            obs: None,
+            tensors: BTreeMap::new(),
+            failure: None,
+            stderr_tail,
+            stdout_bytes: fin.stdout.total,
+            wall_s: fin.wall.as_secs_f64(),
+        };
+        let how = fin.describe();
+        if fin.timed_out {
+            result.failure = Some(text!(
+                format!("提交的程序超时（{} s 限制）并被终止", ex.timeout_s),
+                format!("the submission {how} (limit {} s)", ex.timeout_s)
+            ));
+            return Ok(result);
+        }
+        let obs_path = out_dir.join("observations.json");
+        let Ok(raw) = std::fs::read(&obs_path) else {
+            result.failure = Some(text!(
+                format!("提交的程序在写出结果前就退出了（{how}）"),
+                format!("the run ended before the driver wrote its results ({how})")
+            ));
+            return Ok(result);
+        };
+        let obs: Observations = match serde_json::from_slice(&raw) {
+            Ok(o) => o,
+            Err(e) => {
+                result.failure = Some(text!(
+                    format!("结果文件无法解析：{e}"),
+                    format!("the results file is unreadable: {e}")
+                ));
+                return Ok(result);
+            }
+        };
+        if obs.nonce != nonce {
+            result.failure = Some(text!(
+                "结果文件不是评分驱动写的（随机令牌不符）：结果被伪造",
+                "the results file was not written by the grader's driver (nonce mismatch): fabricated results"
+            ));
+            return Ok(result);
+        }
+        match Tensor::read_safetensors(out_dir.join("tensors.safetensors")) {
+            Ok(ts) => result.tensors = ts.into_iter().collect(),
+            Err(e) => {
+                result.failure = Some(text!(
+                    format!("张量文件无法读取：{e}"),
+                    format!("the tensors file is unreadable: {e}")
+                ));
+                return Ok(result);
+            }
+        }
+        result.obs = Some(obs);
+        Ok(result)
+    }
+}

@@ -1,0 +1,173 @@
+//! One child process, held on a short leash: its own process group (killed whole on timeout and
+//! after exit), a scrubbed environment, resource limits, and stdout/stderr captured as capped tails.
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The most of each stream kept (its last bytes).
+pub const TAIL_BYTES: usize = 16 * 1024;
+
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    pub timeout: Duration,
+    /// RLIMIT_DATA in bytes (None: unlimited; CUDA needs large mappings).
+    pub data_bytes: Option<u64>,
+    /// RLIMIT_FSIZE in bytes: the largest file the child may write.
+    pub file_bytes: Option<u64>,
+}
+
+#[derive(Debug)]
+pub struct Finished {
+    pub status: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub wall: Duration,
+    pub stdout: Tail,
+    pub stderr: Tail,
+}
+
+/// The last `TAIL_BYTES` of a stream and how much it wrote in all.
+#[derive(Debug, Default, Clone)]
+pub struct Tail {
+    pub bytes: Vec<u8>,
+    pub total: u64,
+}
+
+impl Tail {
+    pub fn text(&self) -> String {
+        let s = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.total as usize > self.bytes.len() {
+            format!(
+                "[… {} bytes cut …]\n{s}",
+                self.total as usize - self.bytes.len()
+            )
+        } else {
+            s
+        }
+    }
+}
+
+impl Finished {
+    /// "exit status 1", "killed by signal 9", "timed out after 30 s".
+    pub fn describe(&self) -> String {
+        if self.timed_out {
+            return format!(
+                "timed out after {:.0} s and was killed",
+                self.wall.as_secs_f64()
+            );
+        }
+        match self.status {
+            Some(s) if s.code().is_some() => format!("exit status {}", s.code().unwrap()),
+            Some(s) => match s.signal() {
+                Some(9) => "killed by signal 9 (SIGKILL: out of memory or over a limit?)".into(),
+                Some(sig) => format!("killed by signal {sig}"),
+                None => "ended".into(),
+            },
+            None => "did not start".into(),
+        }
+    }
+}
+
+/// Read a stream on a thread, keeping its tail in a shared buffer (readable even if a stray
+/// grandchild keeps the pipe open forever).
+fn drain<R: Read + Send + 'static>(mut r: R) -> (Arc<Mutex<Tail>>, JoinHandle<()>) {
+    let shared = Arc::new(Mutex::new(Tail::default()));
+    let sink = Arc::clone(&shared);
+    let handle = std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let mut tail = sink.lock().unwrap_or_else(|e| e.into_inner());
+            tail.total += n as u64;
+            tail.bytes.extend_from_slice(&buf[..n]);
+            if tail.bytes.len() > 2 * TAIL_BYTES {
+                let cut = tail.bytes.len() - TAIL_BYTES;
+                tail.bytes.drain(..cut);
+            }
+        }
+    });
+    (shared, handle)
+}
+
+fn collect((tail, handle): (Arc<Mutex<Tail>>, JoinHandle<()>)) -> Tail {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !handle.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if t.bytes.len() > TAIL_BYTES {
+        let cut = t.bytes.len() - TAIL_BYTES;
+        t.bytes.drain(..cut);
+    }
+    t
+}
+
+fn kill_group(child: &Child) {
+    // SAFETY: killpg on the group we created for this child; a stale id only yields ESRCH.
+    unsafe {
+        libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);
+    }
+}
+
+/// Run `cmd` to completion or timeout, writing `stdin_line` to its stdin first.
+pub fn run(mut cmd: Command, stdin_line: &str, limits: &Limits) -> std::io::Result<Finished> {
+    let (data, fsize) = (limits.data_bytes, limits.file_bytes);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let set = |res, v: u64| {
+                let lim = libc::rlimit {
+                    rlim_cur: v as libc::rlim_t,
+                    rlim_max: v as libc::rlim_t,
+                };
+                libc::setrlimit(res, &lim);
+            };
+            set(libc::RLIMIT_CORE, 0);
+            if let Some(d) = data {
+                set(libc::RLIMIT_DATA, d);
+            }
+            if let Some(f) = fsize {
+                set(libc::RLIMIT_FSIZE, f);
+            }
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = writeln!(stdin, "{stdin_line}");
+    }
+    let out = drain(child.stdout.take().expect("stdout piped"));
+    let err = drain(child.stderr.take().expect("stderr piped"));
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break Some(s);
+        }
+        if start.elapsed() >= limits.timeout {
+            timed_out = true;
+            kill_group(&child);
+            break child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let wall = start.elapsed();
+    // Whatever the submission left running in its group (forked children holding the pipes) goes too.
+    kill_group(&child);
+    let (stdout, stderr) = (collect(out), collect(err));
+    Ok(Finished {
+        status,
+        timed_out,
+        wall,
+        stdout,
+        stderr,
+    })
+}

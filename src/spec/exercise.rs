@@ -1,0 +1,113 @@
+//! `exercises/NN-name/exercise.yaml`: the exercise's model, workload and scenario parameters.
+use super::{load_yaml, spec_error};
+use crate::error::GradeError;
+use crate::i18n::Text;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// TinyGPT's shape and the batch the grader generates.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    pub vocab: i64,
+    pub seq_len: i64,
+    pub d_model: i64,
+    pub n_heads: i64,
+    pub n_blocks: i64,
+    pub batch: i64,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Exercise {
+    pub id: String,
+    pub title: Text,
+    /// Wall-clock limit for one run of the submission, seconds.
+    pub timeout_s: u64,
+    /// Data-segment limit for the submission's process on CPU, MiB.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+    pub model: ModelConfig,
+    /// Passed to the scenario as-is (`ctx.params`); the scenario documents its keys.
+    #[serde(default)]
+    pub params: serde_yaml::Mapping,
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+impl Exercise {
+    pub fn load(dir: &Path) -> Result<Exercise, GradeError> {
+        let path = dir.join("exercise.yaml");
+        let (mut ex, text): (Exercise, String) = load_yaml(&path)?;
+        ex.dir = dir.to_path_buf();
+        let m = &ex.model;
+        for (name, v) in [
+            ("vocab", m.vocab),
+            ("seq_len", m.seq_len),
+            ("d_model", m.d_model),
+            ("n_heads", m.n_heads),
+            ("n_blocks", m.n_blocks),
+            ("batch", m.batch),
+        ] {
+            if v <= 0 {
+                return Err(spec_error(
+                    &path,
+                    &text,
+                    &format!("{name}:"),
+                    format!("model.{name} is {v}; it must be a positive integer"),
+                ));
+            }
+        }
+        if m.d_model % m.n_heads != 0 {
+            return Err(spec_error(
+                &path,
+                &text,
+                "n_heads:",
+                format!(
+                    "model.d_model ({}) must be divisible by model.n_heads ({})",
+                    m.d_model, m.n_heads
+                ),
+            ));
+        }
+        if ex.timeout_s == 0 {
+            return Err(spec_error(
+                &path,
+                &text,
+                "timeout_s:",
+                "timeout_s must be at least 1 second".into(),
+            ));
+        }
+        let dir_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if ex.id != dir_name {
+            return Err(spec_error(
+                &path,
+                &text,
+                "id:",
+                format!(
+                    "id is `{}` but the folder is `{dir_name}`; they must match",
+                    ex.id
+                ),
+            ));
+        }
+        Ok(ex)
+    }
+
+    /// Resolve `$model.KEY` or `$params.KEY[.SUB]` to a number.
+    pub fn lookup(&self, reference: &str) -> Option<f64> {
+        let mut parts = reference.trim_start_matches('$').split('.');
+        match parts.next()? {
+            "model" => {
+                let v = serde_yaml::to_value(&self.model).ok()?;
+                v.get(parts.next()?)?.as_f64()
+            }
+            "params" => {
+                let mut v = self.params.get(parts.next()?)?;
+                for p in parts {
+                    v = v.get(p)?;
+                }
+                v.as_f64()
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! `rubrics/NN-name.yaml`: the acceptance criteria, one check each (see `checks/`).
+use super::{load_yaml, spec_error, Exercise};
+use crate::error::GradeError;
+use crate::i18n::Text;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rubric {
+    pub exercise: String,
+    pub criteria: Vec<Criterion>,
+}
+
+/// Where a criterion applies.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnlyOn {
+    Cpu,
+    Cuda,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Criterion {
+    pub id: String,
+    pub title: Text,
+    /// The chapter's common mistake (常见错误) this criterion catches.
+    #[serde(default)]
+    pub catches: Option<Text>,
+    #[serde(default = "one")]
+    pub points: u32,
+    #[serde(default)]
+    pub only_on: Option<OnlyOn>,
+    /// `check: {close: {...}}`: the check kind is the single key.
+    #[serde(with = "serde_yaml::with::singleton_map_recursive")]
+    pub check: Check,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One check kind per file in `src/checks/`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Check {
+    /// Every tensor under `expected/` equals the same name under `actual/` (assert_close).
+    Close(CloseSpec),
+    /// `num / den` within bounds.
+    Ratio(RatioSpec),
+    /// One metric within bounds.
+    Range(RangeSpec),
+    /// A predicate over an observed event trace.
+    Trace(TraceSpec),
+    /// A recorded answer equals the expected one.
+    Answer(AnswerSpec),
+    /// The same quantities measured in two runs agree.
+    Reproducible(ReproducibleSpec),
+    /// Every sub-check passes.
+    All(Vec<Check>),
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseSpec {
+    pub actual: String,
+    pub expected: String,
+    #[serde(default)]
+    pub rtol: Option<f64>,
+    #[serde(default)]
+    pub atol: Option<f64>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatioSpec {
+    pub num: String,
+    pub den: String,
+    #[serde(default)]
+    pub min: Option<Operand>,
+    #[serde(default)]
+    pub max: Option<Operand>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeSpec {
+    pub metric: String,
+    #[serde(default)]
+    pub min: Option<Operand>,
+    #[serde(default)]
+    pub max: Option<Operand>,
+}
+
+/// What a trace check asserts.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TracePredicate {
+    /// Every step was fed the batch the grader handed over.
+    SameInputs,
+    /// Each variant ran at least one untimed step before its first timed window.
+    Warmup,
+    /// A sync sits between each step and the next timer read.
+    Synced,
+    /// Each variant has at least `min` timed windows.
+    Repeats,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    pub stream: String,
+    /// Count events of this kind (`ckpt`, `sync`, `timer`, `embed`) ...
+    #[serde(default)]
+    pub count: Option<String>,
+    /// ... or check a predicate over the whole trace.
+    #[serde(default)]
+    pub expect: Option<TracePredicate>,
+    #[serde(default)]
+    pub equals: Option<Operand>,
+    #[serde(default)]
+    pub min: Option<Operand>,
+    #[serde(default)]
+    pub max: Option<Operand>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSpec {
+    pub metric: String,
+    /// Accepted answers (any one of them).
+    pub expected: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReproducibleSpec {
+    /// Metric prefixes of the two runs, e.g. `compare.run1` and `compare.run2`.
+    pub runs: [String; 2],
+    pub quantities: Vec<Quantity>,
+}
+
+/// A metric (relative to a run prefix), or the ratio of two, and how far the runs may differ.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Quantity {
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub ratio: Option<[String; 2]>,
+    /// Largest allowed |b/a - 1| (0 = identical).
+    pub max_rel_diff: f64,
+}
+
+/// A bound: a number, or `$model.KEY` / `$params.KEY` from exercise.yaml.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Operand {
+    Number(f64),
+    Ref(String),
+}
+
+impl<'de> Deserialize<'de> for Operand {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Operand;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number or a reference like `$model.n_blocks` / `$params.repeats`")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Operand, E> {
+                Ok(Operand::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Operand, E> {
+                Ok(Operand::Number(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Operand, E> {
+                Ok(Operand::Number(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Operand, E> {
+                if v.starts_with("$model.") || v.starts_with("$params.") {
+                    Ok(Operand::Ref(v.to_string()))
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Str(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Operand {
+    pub fn resolve(&self, exercise: &Exercise) -> Option<f64> {
+        match self {
+            Operand::Number(v) => Some(*v),
+            Operand::Ref(r) => exercise.lookup(r),
+        }
+    }
+}
+
+impl Rubric {
+    pub fn load(path: &Path, exercise: &Exercise) -> Result<Rubric, GradeError> {
+        let (rubric, text): (Rubric, String) = load_yaml(path)?;
+        let err = |needle: &str, msg: String| spec_error(path, &text, needle, msg);
+        if rubric.exercise != exercise.id {
+            return Err(err(
+                "exercise:",
+                format!(
+                    "rubric is for `{}` but is used for `{}`",
+                    rubric.exercise, exercise.id
+                ),
+            ));
+        }
+        if rubric.criteria.is_empty() {
+            return Err(err(
+                "criteria:",
+                "a rubric needs at least one criterion".into(),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for c in &rubric.criteria {
+            let at = format!("id: {}", c.id);
+            if !c
+                .id
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '-')
+                || c.id.is_empty()
+            {
+                return Err(err(
+                    &at,
+                    format!(
+                        "criterion id `{}` may use only letters, digits, `_` and `-`",
+                        c.id
+                    ),
+                ));
+            }
+            if !seen.insert(c.id.clone()) {
+                return Err(err(
+                    &at,
+                    format!("criterion id `{}` appears twice; ids must be unique", c.id),
+                ));
+            }
+            validate(&c.check, exercise)
+                .map_err(|m| err(&at, format!("criterion `{}`: {m}", c.id)))?;
+        }
+        Ok(rubric)
+    }
+}
+
+fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
+    let operand = |o: &Option<Operand>, name: &str| -> Result<Option<f64>, String> {
+        match o {
+            None => Ok(None),
+            Some(op) => op.resolve(ex).map(Some).ok_or_else(|| {
+                format!(
+                    "{name}: `{op:?}` does not name a number in exercise.yaml (model: or params:)"
+                )
+            }),
+        }
+    };
+    let bounds = |min: &Option<Operand>, max: &Option<Operand>| -> Result<(), String> {
+        let (lo, hi) = (operand(min, "min")?, operand(max, "max")?);
+        match (lo, hi) {
+            (None, None) => Err("give at least one of min / max".into()),
+            (Some(l), Some(h)) if l > h => Err(format!("min ({l}) is greater than max ({h})")),
+            _ => Ok(()),
+        }
+    };
+    match check {
+        Check::Close(c) => {
+            for (n, v) in [("rtol", c.rtol), ("atol", c.atol)] {
+                if v.is_some_and(|v| !(v >= 0.0)) {
+                    return Err(format!("{n} must be a number ≥ 0"));
+                }
+            }
+            if c.rtol.is_some() != c.atol.is_some() {
+                return Err("give both rtol and atol, or neither (per-dtype defaults)".into());
+            }
+            Ok(())
+        }
+        Check::Ratio(r) => bounds(&r.min, &r.max),
+        Check::Range(r) => bounds(&r.min, &r.max),
+        Check::Trace(t) => match (&t.count, t.expect) {
+            (Some(kind), None) => {
+                const KINDS: [&str; 4] = ["ckpt", "sync", "timer", "embed"];
+                if !KINDS.contains(&kind.as_str()) {
+                    return Err(format!(
+                        "count: unknown event `{kind}`; allowed: {}",
+                        KINDS.join(", ")
+                    ));
+                }
+                if t.equals.is_some() && (t.min.is_some() || t.max.is_some()) {
+                    return Err("give equals, or min/max, not both".into());
+                }
+                match &t.equals {
+                    Some(_) => operand(&t.equals, "equals").map(|_| ()),
+                    None => bounds(&t.min, &t.max),
+                }
+            }
+            (None, Some(TracePredicate::Repeats)) => operand(&t.min, "min")?
+                .map(|_| ())
+                .ok_or_else(|| "expect: repeats needs min (e.g. `$params.repeats`)".into()),
+            (None, Some(_)) => Ok(()),
+            _ => Err("a trace check needs exactly one of `count:` or `expect:`".into()),
+        },
+        Check::Answer(a) => {
+            if a.expected.is_empty() {
+                Err("expected: list at least one accepted answer".into())
+            } else {
+                Ok(())
+            }
+        }
+        Check::Reproducible(r) => {
+            if r.quantities.is_empty() {
+                return Err("quantities: list at least one".into());
+            }
+            for q in &r.quantities {
+                if q.metric.is_some() == q.ratio.is_some() {
+                    return Err(
+                        "each quantity needs exactly one of `metric:` or `ratio: [num, den]`"
+                            .into(),
+                    );
+                }
+                if !(q.max_rel_diff >= 0.0) {
+                    return Err("max_rel_diff must be a number ≥ 0".into());
+                }
+            }
+            Ok(())
+        }
+        Check::All(checks) => {
+            if checks.is_empty() {
+                return Err("all: list at least one check".into());
+            }
+            checks.iter().try_for_each(|c| validate(c, ex))
+        }
+    }
+}
