@@ -50,10 +50,16 @@ pub struct ExerciseArgs {
     /// Seed for weights and inputs [default: random, printed in the report]
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Wall-clock limit for the submission's run [default: timeout_s in exercise.yaml]
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     #[arg(long, value_enum, default_value_t = Lang::Zh)]
     pub lang: Lang,
+    /// Also write the run's raw observations (metrics, traces, probe errors) as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub dump_observations: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

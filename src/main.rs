@@ -42,7 +42,8 @@ fn grade_exercise(
 ) -> Result<i32, GradeError> {
     course.check_id(&args.id)?;
     // 1. spec: what to run and how to judge it (read at run time, validated)
-    let exercise = Exercise::load(&course.exercise_dir(&args.id))?;
+    let mut exercise = Exercise::load(&course.exercise_dir(&args.id))?;
+    exercise.timeout_s = args.timeout.unwrap_or(exercise.timeout_s).max(1);
     let rubric = Rubric::load(&course.rubric(&args.id), &exercise)?;
     let submission = pick_submission(course, args)?;
     let device = pick_device(args.device)?;
@@ -67,6 +68,11 @@ fn grade_exercise(
     // 4. reference: the grader's own answer in libtorch
     let mut tensors = run.tensors;
     tensors.extend(reference::compute(&exercise.model, &work));
+    if let (Some(path), Some(obs)) = (&args.dump_observations, &run.obs) {
+        let json = serde_json::to_string_pretty(obs).map_err(anyhow::Error::from)?;
+        std::fs::write(path, json)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
     let evidence = Evidence {
         obs: run.obs.unwrap_or_default(),
         tensors,

@@ -118,10 +118,14 @@ pub fn evaluate(spec: &CloseSpec, env: &Env) -> Outcome {
         .map(|t| t.kind())
         .unwrap_or(Kind::Float);
     let (rtol, atol) = tol.unwrap_or_else(|| default_tolerance(kind));
-    let bound = format!(
-        "{} vs {}: assert_close rtol {rtol:e} atol {atol:e}",
-        spec.actual, spec.expected
-    );
+    let dtype = match kind {
+        Kind::Float => "f32".to_string(),
+        Kind::Double => "f64".to_string(),
+        Kind::Half => "f16".to_string(),
+        Kind::BFloat16 => "bf16".to_string(),
+        k => format!("{k:?}"),
+    };
+    let bound = format!("assert_close {dtype}: rtol {rtol:e}, atol {atol:e}");
     if expected.is_empty() {
         return Outcome::missing(env.evidence.why_missing(&spec.expected), bound);
     }
@@ -150,20 +154,27 @@ pub fn evaluate(spec: &CloseSpec, env: &Env) -> Outcome {
         }
     }
     let n = expected.len();
-    let mut measured = format!(
-        "{n} tensors, {} elements, max |Δ| {}, max rel {}",
-        fmt_num(total as f64),
-        fmt_num(worst_abs),
-        fmt_num(worst_rel)
-    );
+    let mut measured = format!("{n} tensors, max |Δ| {}", fmt_num(worst_abs));
     if missing.is_empty() && incomparable.is_empty() && failing.is_empty() {
         return Outcome {
             pass: true,
             measured,
             bound,
             why: text!(
-                format!("{n} 个张量全部在容差内"),
-                format!("all {n} tensors are within tolerance")
+                format!(
+                    "{} 与 {} 的 {n} 个张量（{} 个元素）全部在容差内，最大相对差 {}",
+                    spec.actual,
+                    spec.expected,
+                    fmt_num(total as f64),
+                    fmt_num(worst_rel)
+                ),
+                format!(
+                    "all {n} tensors ({} elements) of {} are within tolerance of {}; max rel diff {}",
+                    fmt_num(total as f64),
+                    spec.actual,
+                    spec.expected,
+                    fmt_num(worst_rel)
+                )
             ),
         };
     }

@@ -83,32 +83,21 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::All(checks) => {
             let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();
             let failed: Vec<&Outcome> = outs.iter().filter(|o| !o.pass).collect();
-            let pick = |f: fn(&Outcome) -> &str| outs.iter().map(f).collect::<Vec<_>>().join("; ");
-            let why = if failed.is_empty() {
-                Text::new(
-                    outs.iter()
-                        .map(|o| o.why.zh.as_str())
-                        .collect::<Vec<_>>()
-                        .join("；"),
-                    outs.iter()
-                        .map(|o| o.why.en.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
+            let shown: Vec<&Outcome> = if failed.is_empty() {
+                outs.iter().collect()
             } else {
-                Text::new(
-                    failed
-                        .iter()
-                        .map(|o| o.why.zh.as_str())
-                        .collect::<Vec<_>>()
-                        .join("；"),
-                    failed
-                        .iter()
-                        .map(|o| o.why.en.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                )
+                failed.clone()
             };
+            let join = |parts: Vec<&str>, sep: &str| {
+                let mut parts = parts;
+                parts.dedup();
+                parts.join(sep)
+            };
+            let pick = |f: fn(&Outcome) -> &str| join(outs.iter().map(f).collect(), "; ");
+            let why = Text::new(
+                join(shown.iter().map(|o| o.why.zh.as_str()).collect(), "；"),
+                join(shown.iter().map(|o| o.why.en.as_str()).collect(), "; "),
+            );
             Outcome {
                 pass: failed.is_empty(),
                 measured: pick(|o| &o.measured),
@@ -188,7 +177,12 @@ pub fn fmt_num(x: f64) -> String {
         format!("{x:.3e}")
     } else {
         let digits = (3 - a.log10().floor() as i32).clamp(0, 9) as usize;
-        format!("{x:.digits$}")
+        let s = format!("{x:.digits$}");
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        }
     }
 }
 

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use tch::Tensor;
 
 /// Named like the driver's tensors: `reference/off/{loss,logits,grad/<param>}`.
+/// Single-threaded, like the driver, so CPU kernels reduce in the same order (bit-identical).
 pub fn compute(cfg: &ModelConfig, workload: &Workload) -> BTreeMap<String, Tensor> {
+    tch::set_num_threads(1);
     let out = tinygpt::loss_and_grads(cfg, &workload.weights, &workload.idx, &workload.targets);
     let mut named = BTreeMap::new();
     named.insert("reference/off/loss".to_string(), out.loss);

@@ -67,9 +67,9 @@ impl Exporter for TableExporter {
         let mut table = b.build();
         table
             .with(Style::rounded())
-            .with(Modify::new(Columns::new(0..1)).with(Width::wrap(30)))
-            .with(Modify::new(Columns::new(2..4)).with(Width::wrap(28)))
-            .with(Modify::new(Columns::new(4..5)).with(Width::wrap(46)))
+            .with(Modify::new(Columns::new(0..1)).with(Width::wrap(34).keep_words(true)))
+            .with(Modify::new(Columns::new(2..4)).with(Width::wrap(26).keep_words(true)))
+            .with(Modify::new(Columns::new(4..5)).with(Width::wrap(48).keep_words(true)))
             .with(Modify::new(Columns::new(1..2)).with(Alignment::left()));
         out.push_str(&table.to_string());
         out.push('\n');
