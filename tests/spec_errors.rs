@@ -1,0 +1,216 @@
+//! Bad specs and bad invocations: exit 2 with `file:line:column`, what was found, what is allowed.
+use grade::error::GradeError;
+use grade::spec::{Exercise, Rubric};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn exercise() -> Exercise {
+    Exercise::load(&root().join("exercises/04-checkpoint")).unwrap()
+}
+
+const GOOD: &str = "exercise: 04-checkpoint
+criteria:
+  - id: a
+    title: {zh: 甲, en: a}
+    check:
+      ratio: {num: x.a, den: x.b, max: 0.5}
+";
+
+/// Load a rubric written to a temp file; return the error's display.
+fn rubric_error(yaml: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    match Rubric::load(&path, &exercise()) {
+        Ok(_) => panic!("expected an error for:\n{yaml}"),
+        Err(e @ GradeError::Spec { .. }) => e.to_string().replace(&path.display().to_string(), "FILE"),
+        Err(other) => panic!("not a spec error: {other}"),
+    }
+}
+
+#[test]
+fn the_good_rubric_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.yaml");
+    std::fs::write(&path, GOOD).unwrap();
+    assert_eq!(Rubric::load(&path, &exercise()).unwrap().criteria.len(), 1);
+}
+
+#[test]
+fn the_shipped_rubric_and_exercise_load() {
+    let ex = exercise();
+    let r = Rubric::load(&root().join("rubrics/04-checkpoint.yaml"), &ex).unwrap();
+    assert!(r.criteria.len() >= 10);
+}
+
+#[test]
+fn yaml_syntax_error_has_line_and_column() {
+    let e = rubric_error(&GOOD.replace("max: 0.5}", "max: 0.5"));
+    assert!(e.starts_with("FILE:7:1:"), "{e}");
+}
+
+#[test]
+fn unknown_key_names_the_allowed_ones() {
+    let e = rubric_error(&GOOD.replace("    check:", "    pionts: 3\n    check:"));
+    assert!(e.starts_with("FILE:5:5:"), "{e}");
+    assert!(e.contains("unknown field `pionts`"), "{e}");
+    assert!(e.contains("points"), "{e}");
+}
+
+#[test]
+fn unknown_check_kind_lists_the_kinds() {
+    let e = rubric_error(&GOOD.replace("ratio:", "ration:"));
+    assert!(e.starts_with("FILE:6:7:"), "{e}");
+    assert!(e.contains("unknown variant `ration`"), "{e}");
+    assert!(e.contains("`close`, `ratio`, `range`, `trace`, `answer`, `reproducible`"), "{e}");
+}
+
+#[test]
+fn bad_value_type_is_located() {
+    let e = rubric_error(&GOOD.replace("max: 0.5", "max: lots"));
+    assert!(e.starts_with("FILE:6:"), "{e}");
+    assert!(e.contains("a number or a reference"), "{e}");
+}
+
+#[test]
+fn unresolvable_reference_is_located() {
+    let e = rubric_error(&GOOD.replace("max: 0.5", "max: $model.n_layers"));
+    assert!(e.starts_with("FILE:3:5:"), "{e}");
+    assert!(e.contains("does not name a number in exercise.yaml"), "{e}");
+}
+
+#[test]
+fn inverted_bounds_are_rejected() {
+    let e = rubric_error(&GOOD.replace("max: 0.5", "min: 2, max: 1"));
+    assert!(e.contains("min (2) is greater than max (1)"), "{e}");
+}
+
+#[test]
+fn duplicate_ids_point_at_the_id() {
+    let dup = format!("{GOOD}{}", GOOD.lines().skip(2).collect::<Vec<_>>().join("\n"));
+    let e = rubric_error(&dup);
+    assert!(e.contains("appears twice"), "{e}");
+}
+
+#[test]
+fn rubric_for_another_exercise_is_rejected() {
+    let e = rubric_error(&GOOD.replace("exercise: 04-checkpoint", "exercise: 05-compile"));
+    assert!(e.starts_with("FILE:1:1:"), "{e}");
+}
+
+// ------------------------------------------------------------------------------- via the binary
+
+/// A throwaway course root: the real one's files, with edits.
+fn course_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for rel in [
+        "exercises/04-checkpoint/exercise.yaml",
+        "exercises/04-checkpoint/scenario.py",
+        "exercises/04-checkpoint/exercise.py",
+        "exercises/course/__init__.py",
+        "exercises/course/model.py",
+        "rubrics/04-checkpoint.yaml",
+        "solutions/04-checkpoint/exercise.py",
+    ] {
+        let to = dir.path().join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root().join(rel), to).unwrap();
+    }
+    dir
+}
+
+fn grade(root: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(args)
+        .env("GRADE_ROOT", root)
+        .env("GRADE_PYTHON", self::root().join(".venv/bin/python"))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn malformed_rubric_exits_2_with_file_line_column() {
+    let course = course_copy();
+    let path = course.path().join("rubrics/04-checkpoint.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("points: 2", "points: two", 1)).unwrap();
+    let (code, stdout, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--solution"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    let line = text.lines().position(|l| l.contains("points: 2")).unwrap() + 1;
+    let want = format!("{}:{line}:", path.display());
+    assert!(stderr.contains(&want), "want {want} in: {stderr}");
+    assert!(stderr.contains("points"), "{stderr}");
+}
+
+#[test]
+fn malformed_exercise_yaml_exits_2() {
+    let course = course_copy();
+    let path = course.path().join("exercises/04-checkpoint/exercise.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("n_heads: 4", "n_heads: 5")).unwrap();
+    let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--solution"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("must be divisible by model.n_heads"), "{stderr}");
+    assert!(stderr.contains("exercise.yaml:"), "{stderr}");
+}
+
+#[test]
+fn missing_submission_exits_2_with_a_hint() {
+    let course = course_copy();
+    std::fs::remove_file(course.path().join("exercises/04-checkpoint/exercise.py")).unwrap();
+    let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("submission not found"), "{stderr}");
+    let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--submission", "/nonexistent/x.py"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("/nonexistent/x.py"), "{stderr}");
+}
+
+#[test]
+fn unknown_and_unavailable_exercises_exit_2() {
+    let (code, _, stderr) = grade(&root(), &["exercise", "07-nope"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("01-metrics 02-profiler 03-memory 04-checkpoint 05-compile 06-sync"), "{stderr}");
+    let course = course_copy();
+    let (code, _, stderr) = grade(course.path(), &["exercise", "01-metrics"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not available yet"), "{stderr}");
+}
+
+#[test]
+fn missing_python_exits_2_with_a_hint() {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["exercise", "04-checkpoint", "--solution"])
+        .env("GRADE_ROOT", root())
+        .env("GRADE_PYTHON", "/nonexistent/python")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("setup.sh"));
+}
+
+#[test]
+fn list_shows_all_six_lessons() {
+    let (code, stdout, _) = grade(&root(), &["list"]);
+    assert_eq!(code, 0);
+    for id in ["01-metrics", "02-profiler", "03-memory", "04-checkpoint", "05-compile", "06-sync"] {
+        assert!(stdout.contains(id), "{stdout}");
+    }
+    assert!(stdout.contains("激活检查点"), "{stdout}");
+}
+
+#[test]
+fn help_documents_exit_codes() {
+    let (code, stdout, _) = grade(&root(), &["exercise", "--help"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("Exit codes") && stdout.contains("could not grade"), "{stdout}");
+}
