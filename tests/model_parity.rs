@@ -13,7 +13,10 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn python_side(cfg: &ModelConfig, seed: u64) -> (BTreeMap<String, Tensor>, BTreeMap<String, Tensor>) {
+fn python_side(
+    cfg: &ModelConfig,
+    seed: u64,
+) -> (BTreeMap<String, Tensor>, BTreeMap<String, Tensor>) {
     let dir = tempfile::tempdir().unwrap();
     let work = workload::generate(cfg, seed);
     let inputs = dir.path().join("inputs.safetensors");
@@ -41,9 +44,30 @@ fn python_side(cfg: &ModelConfig, seed: u64) -> (BTreeMap<String, Tensor>, BTree
 }
 
 const SHAPES: [ModelConfig; 3] = [
-    ModelConfig { vocab: 256, seq_len: 64, d_model: 64, n_heads: 4, n_blocks: 4, batch: 8 },
-    ModelConfig { vocab: 50, seq_len: 16, d_model: 32, n_heads: 2, n_blocks: 2, batch: 3 },
-    ModelConfig { vocab: 97, seq_len: 33, d_model: 48, n_heads: 3, n_blocks: 3, batch: 5 },
+    ModelConfig {
+        vocab: 256,
+        seq_len: 64,
+        d_model: 64,
+        n_heads: 4,
+        n_blocks: 4,
+        batch: 8,
+    },
+    ModelConfig {
+        vocab: 50,
+        seq_len: 16,
+        d_model: 32,
+        n_heads: 2,
+        n_blocks: 2,
+        batch: 3,
+    },
+    ModelConfig {
+        vocab: 97,
+        seq_len: 33,
+        d_model: 48,
+        n_heads: 3,
+        n_blocks: 3,
+        batch: 5,
+    },
 ];
 
 #[test]
@@ -55,9 +79,13 @@ fn rust_and_python_tinygpt_agree_over_seeds_and_shapes() {
             assert_eq!(rs.len(), workload::parameter_shapes(cfg).len() + 2);
             for (name, expected) in &rs {
                 let actual = &py[name];
-                let c = close::compare(actual, expected, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let c = close::compare(actual, expected, None)
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
                 assert_eq!(c.mismatched, 0, "{cfg:?} seed {seed} {name}: {c:?}");
-                assert_eq!(c.max_abs, 0.0, "{cfg:?} seed {seed} {name}: not bit-identical on CPU: {c:?}");
+                assert_eq!(
+                    c.max_abs, 0.0,
+                    "{cfg:?} seed {seed} {name}: not bit-identical on CPU: {c:?}"
+                );
             }
         }
     }
@@ -66,7 +94,11 @@ fn rust_and_python_tinygpt_agree_over_seeds_and_shapes() {
 #[test]
 fn workload_is_deterministic_in_its_seed() {
     let cfg = &SHAPES[1];
-    let (a, b, c) = (workload::generate(cfg, 5), workload::generate(cfg, 5), workload::generate(cfg, 6));
+    let (a, b, c) = (
+        workload::generate(cfg, 5),
+        workload::generate(cfg, 5),
+        workload::generate(cfg, 6),
+    );
     assert!(a.idx.equal(&b.idx) && a.weights[3].1.equal(&b.weights[3].1));
     assert!(!a.idx.equal(&c.idx));
 }

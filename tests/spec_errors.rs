@@ -27,7 +27,9 @@ fn rubric_error(yaml: &str) -> String {
     std::fs::write(&path, yaml).unwrap();
     match Rubric::load(&path, &exercise()) {
         Ok(_) => panic!("expected an error for:\n{yaml}"),
-        Err(e @ GradeError::Spec { .. }) => e.to_string().replace(&path.display().to_string(), "FILE"),
+        Err(e @ GradeError::Spec { .. }) => {
+            e.to_string().replace(&path.display().to_string(), "FILE")
+        }
         Err(other) => panic!("not a spec error: {other}"),
     }
 }
@@ -66,7 +68,10 @@ fn unknown_check_kind_lists_the_kinds() {
     let e = rubric_error(&GOOD.replace("ratio:", "ration:"));
     assert!(e.starts_with("FILE:6:7:"), "{e}");
     assert!(e.contains("unknown variant `ration`"), "{e}");
-    assert!(e.contains("`close`, `ratio`, `range`, `trace`, `answer`, `reproducible`"), "{e}");
+    assert!(
+        e.contains("`close`, `ratio`, `range`, `trace`, `answer`, `reproducible`"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -91,7 +96,10 @@ fn inverted_bounds_are_rejected() {
 
 #[test]
 fn duplicate_ids_point_at_the_id() {
-    let dup = format!("{GOOD}{}", GOOD.lines().skip(2).collect::<Vec<_>>().join("\n"));
+    let dup = format!(
+        "{GOOD}{}",
+        GOOD.lines().skip(2).collect::<Vec<_>>().join("\n")
+    );
     let e = rubric_error(&dup);
     assert!(e.contains("appears twice"), "{e}");
 }
@@ -159,7 +167,10 @@ fn malformed_exercise_yaml_exits_2() {
     std::fs::write(&path, text.replace("n_heads: 4", "n_heads: 5")).unwrap();
     let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--solution"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("must be divisible by model.n_heads"), "{stderr}");
+    assert!(
+        stderr.contains("must be divisible by model.n_heads"),
+        "{stderr}"
+    );
     assert!(stderr.contains("exercise.yaml:"), "{stderr}");
 }
 
@@ -170,7 +181,15 @@ fn missing_submission_exits_2_with_a_hint() {
     let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("submission not found"), "{stderr}");
-    let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--submission", "/nonexistent/x.py"]);
+    let (code, _, stderr) = grade(
+        course.path(),
+        &[
+            "exercise",
+            "04-checkpoint",
+            "--submission",
+            "/nonexistent/x.py",
+        ],
+    );
     assert_eq!(code, 2);
     assert!(stderr.contains("/nonexistent/x.py"), "{stderr}");
 }
@@ -179,7 +198,10 @@ fn missing_submission_exits_2_with_a_hint() {
 fn unknown_and_unavailable_exercises_exit_2() {
     let (code, _, stderr) = grade(&root(), &["exercise", "07-nope"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("01-metrics 02-profiler 03-memory 04-checkpoint 05-compile 06-sync"), "{stderr}");
+    assert!(
+        stderr.contains("01-metrics 02-profiler 03-memory 04-checkpoint 05-compile 06-sync"),
+        "{stderr}"
+    );
     let course = course_copy();
     let (code, _, stderr) = grade(course.path(), &["exercise", "01-metrics"]);
     assert_eq!(code, 2);
@@ -202,7 +224,14 @@ fn missing_python_exits_2_with_a_hint() {
 fn list_shows_all_six_lessons() {
     let (code, stdout, _) = grade(&root(), &["list"]);
     assert_eq!(code, 0);
-    for id in ["01-metrics", "02-profiler", "03-memory", "04-checkpoint", "05-compile", "06-sync"] {
+    for id in [
+        "01-metrics",
+        "02-profiler",
+        "03-memory",
+        "04-checkpoint",
+        "05-compile",
+        "06-sync",
+    ] {
         assert!(stdout.contains(id), "{stdout}");
     }
     assert!(stdout.contains("激活检查点"), "{stdout}");
@@ -212,5 +241,8 @@ fn list_shows_all_six_lessons() {
 fn help_documents_exit_codes() {
     let (code, stdout, _) = grade(&root(), &["exercise", "--help"]);
     assert_eq!(code, 0);
-    assert!(stdout.contains("Exit codes") && stdout.contains("could not grade"), "{stdout}");
+    assert!(
+        stdout.contains("Exit codes") && stdout.contains("could not grade"),
+        "{stdout}"
+    );
 }

@@ -117,7 +117,7 @@ def _describe(exc, tb):
             where = f" (submission.py:{fr.lineno} in {fr.name})"
             break
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}{where}"[:400]
+    return ((f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__) + where)[:400]
 
 
 def _instrument(ctx):

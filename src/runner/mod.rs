@@ -179,8 +179,8 @@ impl Executor for PythonExecutor {
         let how = fin.describe();
         if fin.timed_out {
             result.failure = Some(text!(
-                format!("提交的程序超时（{} s 限制）并被终止", ex.timeout_s),
-                format!("the submission {how} (limit {} s)", ex.timeout_s)
+                format!("提交的程序超过 {} s 时限，已被终止（整个进程组）", ex.timeout_s),
+                format!("the submission ran past its {} s limit and was killed (its whole process group)", ex.timeout_s)
             ));
             return Ok(result);
         }
