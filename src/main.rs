@@ -5,7 +5,7 @@ use grade::cli::{Cli, Command, DeviceArg, ExerciseArgs};
 use grade::course::{Course, EXERCISES};
 use grade::error::{exit, GradeError};
 use grade::observations::Evidence;
-use grade::report::{self, Report};
+use grade::report::{self, Report, Summary};
 use grade::runner::{Device, Executor, PythonExecutor, RunRequest};
 use grade::spec::{Exercise, Rubric};
 use grade::{reference, workload};
@@ -89,19 +89,20 @@ fn grade_exercise(
     );
     // 6. report
     let failed_probe = evidence.obs.probes.values().any(|p| !p.ok);
-    let report = Report::new(
-        exercise.id.clone(),
-        exercise.title.clone(),
-        submission.display().to_string(),
-        device.name().into(),
+    let report = Report {
+        exercise: exercise.id.clone(),
+        title: exercise.title.clone(),
+        submission: submission.display().to_string(),
+        device: device.name().into(),
         seed,
+        summary: Summary::of(&verdicts),
         verdicts,
-        run.wall_s,
-        evidence.run_failure.clone(),
-        (evidence.run_failure.is_some() || failed_probe)
+        run_s: run.wall_s,
+        run_failure: evidence.run_failure.clone(),
+        stderr_tail: (evidence.run_failure.is_some() || failed_probe)
             .then_some(run.stderr_tail)
             .filter(|t| !t.trim().is_empty()),
-    );
+    };
     let color = args.format == report::Format::Table
         && std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").is_none();

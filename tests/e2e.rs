@@ -193,9 +193,8 @@ fn robustness(name: &str, extra: &[&str]) -> Graded {
         "{name}: a bad submission is graded (exit 1), not an error (2)\n{}",
         g.stdout
     );
-    assert_eq!(
+    assert!(
         g.report["summary"]["passed"].as_u64().unwrap() <= 1,
-        true,
         "{name}\n{}",
         g.stdout
     );

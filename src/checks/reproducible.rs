@@ -45,15 +45,16 @@ pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
             (Ok(x), Ok(y)) => (x, y),
             (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound),
         };
+        // symmetric: the larger over the smaller, minus one (which run comes first does not matter)
         let rel = if va == vb {
             0.0
-        } else if va == 0.0 {
+        } else if va * vb <= 0.0 {
             f64::INFINITY
         } else {
-            (vb / va - 1.0).abs()
+            (va / vb).max(vb / va) - 1.0
         };
         measured.push(format!("{}: {} vs {}", name(q), fmt_num(va), fmt_num(vb)));
-        if !(rel <= q.max_rel_diff) {
+        if rel.is_nan() || rel > q.max_rel_diff {
             bad.push(format!(
                 "{}: {} vs {} ({}% apart)",
                 name(q),

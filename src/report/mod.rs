@@ -34,48 +34,27 @@ pub struct Report {
     pub stderr_tail: Option<String>,
 }
 
-impl Report {
-    pub fn new(
-        exercise: String,
-        title: Text,
-        submission: String,
-        device: String,
-        seed: u64,
-        verdicts: Vec<Verdict>,
-        run_s: f64,
-        run_failure: Option<Text>,
-        stderr_tail: Option<String>,
-    ) -> Report {
+impl Summary {
+    pub fn of(verdicts: &[Verdict]) -> Summary {
         let count = |s: Status| verdicts.iter().filter(|v| v.status == s).count();
-        let summary = Summary {
+        let points = |keep: fn(Status) -> bool| {
+            verdicts
+                .iter()
+                .filter(|v| keep(v.status))
+                .map(|v| v.points)
+                .sum()
+        };
+        Summary {
             passed: count(Status::Pass),
             failed: count(Status::Fail),
             skipped: count(Status::Skip),
-            points: verdicts
-                .iter()
-                .filter(|v| v.status == Status::Pass)
-                .map(|v| v.points)
-                .sum(),
-            max_points: verdicts
-                .iter()
-                .filter(|v| v.status != Status::Skip)
-                .map(|v| v.points)
-                .sum(),
-        };
-        Report {
-            exercise,
-            title,
-            submission,
-            device,
-            seed,
-            verdicts,
-            summary,
-            run_s,
-            run_failure,
-            stderr_tail,
+            points: points(|s| s == Status::Pass),
+            max_points: points(|s| s != Status::Skip),
         }
     }
+}
 
+impl Report {
     /// 0 when every criterion that applies passed, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         if self.summary.failed == 0 {

@@ -150,7 +150,7 @@ pub struct Quantity {
     pub metric: Option<String>,
     #[serde(default)]
     pub ratio: Option<[String; 2]>,
-    /// Largest allowed |b/a - 1| (0 = identical).
+    /// Largest allowed max(a/b, b/a) - 1 (0 = identical, 0.6 = within a factor of 1.6).
     pub max_rel_diff: f64,
 }
 
@@ -271,7 +271,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
     match check {
         Check::Close(c) => {
             for (n, v) in [("rtol", c.rtol), ("atol", c.atol)] {
-                if v.is_some_and(|v| !(v >= 0.0)) {
+                if v.is_some_and(|v| v.is_nan() || v < 0.0) {
                     return Err(format!("{n} must be a number ≥ 0"));
                 }
             }
@@ -323,7 +323,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                             .into(),
                     );
                 }
-                if !(q.max_rel_diff >= 0.0) {
+                if q.max_rel_diff.is_nan() || q.max_rel_diff < 0.0 {
                     return Err("max_rel_diff must be a number ≥ 0".into());
                 }
             }
