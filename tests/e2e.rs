@@ -310,3 +310,46 @@ fn fixed_seed_is_reported() {
     assert_eq!(g.code, 0, "{}", g.stdout);
     assert_eq!(g.report["seed"], 42);
 }
+
+/// `cargo test --test e2e -- --ignored`: every fixture and the solution, GRADE_STRESS_N times
+/// (default 10), one at a time, while a busy loop keeps another core busy. Each run must fail
+/// exactly its expected criteria. Too slow for every CI run; run it after touching a bound.
+#[test]
+#[ignore]
+fn stress_every_fixture_with_a_busy_core() {
+    let n: usize = std::env::var("GRADE_STRESS_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            x
+        })
+    };
+    let mut flakes = Vec::new();
+    for (name, want) in expected() {
+        let path = match name.as_str() {
+            "solution" => root().join("solutions/04-checkpoint/exercise.py"),
+            "starter" => root().join("exercises/04-checkpoint/exercise.py"),
+            _ => root().join(format!("tests/fixtures/04-checkpoint/{name}.py")),
+        };
+        let mut want = want;
+        want.sort();
+        for i in 0..n {
+            let mut got = failing(&grade(&path, &[]).report);
+            got.sort();
+            if got != want {
+                flakes.push(format!("{name} run {i}: failed {got:?}, expected {want:?}"));
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    assert!(flakes.is_empty(), "{}", flakes.join("\n"));
+}

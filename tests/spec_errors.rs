@@ -246,3 +246,24 @@ fn help_documents_exit_codes() {
         "{stdout}"
     );
 }
+
+#[test]
+fn python_without_torch_exits_2() {
+    // a fresh venv has no torch: the grader cannot grade (2); the submission is not failed (1)
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["exercise", "04-checkpoint", "--solution"])
+        .env("GRADE_ROOT", root())
+        .env("GRADE_PYTHON", dir.path().join("bin/python"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("No module named"), "{stderr}");
+}

@@ -12,6 +12,7 @@ import sys
 import time
 import traceback
 
+ENV_BROKEN = 4  # exit status: torch/safetensors missing (reported as "could not grade")
 _perf_counter = time.perf_counter  # the driver's own clock, captured before any student code
 _T0 = _perf_counter()
 
@@ -187,7 +188,14 @@ def main():
         job = json.load(f)
     sys.path.insert(0, job["course_path"])
 
-    import torch
+    try:  # the grader's own environment; a failure here is the grader's, not the submission's
+        import safetensors.torch  # noqa: F401
+        import torch
+    except ImportError as e:
+        print(f"grade driver: {e}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(ENV_BROKEN)
+    open(os.path.join(job["out_dir"], "env-ok"), "w").close()
 
     torch.set_num_threads(int(job.get("threads", 1)))
     torch.manual_seed(job["seed"])

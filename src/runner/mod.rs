@@ -18,6 +18,8 @@ use tch::Tensor;
 
 /// The grader's own Python code, embedded in the binary and written out for each run.
 pub const DRIVER_PY: &str = include_str!("../driver/driver.py");
+/// The driver's exit status when its own imports (torch, safetensors) fail: the grader cannot grade.
+const DRIVER_ENV_BROKEN: i32 = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -176,6 +178,20 @@ impl Executor for PythonExecutor {
             stdout_bytes: fin.stdout.total,
             wall_s: fin.wall.as_secs_f64(),
         };
+        let env_ok = out_dir.join("env-ok").exists();
+        if !env_ok && fin.status.and_then(|s| s.code()) == Some(DRIVER_ENV_BROKEN) {
+            let why = fin
+                .stderr
+                .text()
+                .lines()
+                .last()
+                .unwrap_or("torch or safetensors missing")
+                .to_string();
+            return Err(GradeError::Python {
+                path: self.python.clone(),
+                reason: why,
+            });
+        }
         let how = fin.describe();
         if fin.timed_out {
             result.failure = Some(text!(
