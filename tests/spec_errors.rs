@@ -267,3 +267,23 @@ fn python_without_torch_exits_2() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("No module named"), "{stderr}");
 }
+
+#[test]
+fn device_cuda_grades_where_cuda_exists_and_exits_2_elsewhere() {
+    let (code, stdout, stderr) = grade(
+        &root(),
+        &[
+            "exercise",
+            "04-checkpoint",
+            "--solution",
+            "--device",
+            "cuda",
+        ],
+    );
+    if tch::Cuda::is_available() {
+        assert_eq!(code, 0, "{stdout}{stderr}");
+    } else {
+        assert_eq!(code, 2, "{stdout}{stderr}");
+        assert!(stderr.contains("CUDA is not available"), "{stderr}");
+    }
+}
