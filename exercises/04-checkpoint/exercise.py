@@ -1,7 +1,7 @@
 """04-checkpoint — 激活检查点：用计算换显存 / Activation checkpointing: trading compute for memory.
 
-Fill in the two TODOs, then run `grade exercise 04-checkpoint`. The contract is in README.md.
-完成两个 TODO，然后运行 `grade exercise 04-checkpoint`。接口说明见 README.md。
+Fill in the two TODOs, then run `./grade exercise 04-checkpoint`. The contract is in README.md.
+完成两个 TODO，然后运行 `./grade exercise 04-checkpoint`。接口说明见 README.md。
 """
 import statistics
 import time

@@ -8,7 +8,7 @@ from rubrics/04-checkpoint.yaml. Probes:
   no_input_grad  gradients when the blocks' input does not require grad (reentrant loses them)
   inference      checkpoint calls under torch.no_grad()
   timing         the grader's own step-time measurement: warm-up, sync, interleaved, median
-  memory         (CUDA) peak allocated bytes of one step off/on
+  memory         (CUDA only) peak allocated bytes of one step off/on
   compare        the submission's compare(), called twice, with its clock/sync/input trace
 """
 import statistics
@@ -219,7 +219,7 @@ class Lesson:
             try:
                 result = compare(
                     model,
-                    dict(self.batch),
+                    {k: v.clone() for k, v in self.batch.items()},  # theirs to mutate
                     sync=sync,
                     warmup=int(p["warmup"]),
                     repeats=int(p["repeats"]),
@@ -267,6 +267,9 @@ def run(ctx):
     global ProbeFailed
     ProbeFailed = ctx.ProbeFailed
     lesson = Lesson(ctx)
-    for name in ("numerics", "dropout", "no_input_grad", "inference", "timing", "memory", "compare"):
+    probes = ["numerics", "dropout", "no_input_grad", "inference", "timing", "compare"]
+    if lesson.device.type == "cuda":
+        probes.insert(5, "memory")  # peak_memory_drops is CUDA-only (torch.cuda stats are 0 on CPU)
+    for name in probes:
         with ctx.probe(name):
             getattr(lesson, name)()
