@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One-time set-up, safe to re-run: a project-local .venv with torch==2.13.0 and safetensors from
-# PyPI (~4.7 GB with its CUDA libraries, about a minute to install on a fast link), then the
+# One-time set-up, safe to re-run: a project-local .venv with torch==2.13.0, safetensors and numpy
+# (safetensors.torch needs it to write files) from PyPI (~4.7 GB with its CUDA libraries, about a minute to install on a fast link), then the
 # `grade` binary built against that libtorch (target/debug/grade; a few minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -8,14 +8,14 @@ PYTHON=${PYTHON:-python3}
 need_venv() {
   [ -x .venv/bin/python ] || return 0
   .venv/bin/python - <<'PY' 2>/dev/null && return 1 || return 0
-import torch, safetensors
+import numpy, torch, safetensors.torch
 assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__
 PY
 }
 if need_venv; then
-  echo "setup: creating .venv with torch==2.13.0 + safetensors (first time: ~4.7 GB) …" >&2
+  echo "setup: creating .venv with torch==2.13.0 + safetensors + numpy (first time: ~4.7 GB) …" >&2
   "$PYTHON" -m venv .venv
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0 safetensors
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0 safetensors numpy
 fi
 # A stable path to the wheel's libtorch for .cargo/config.toml (LIBTORCH), whatever the Python version.
 torch_dir=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))')

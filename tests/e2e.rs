@@ -14,7 +14,6 @@ fn root() -> PathBuf {
 struct Graded {
     code: i32,
     report: Value,
-    stdout: String,
 }
 
 fn grade(submission: &Path, extra: &[&str]) -> Graded {
@@ -42,7 +41,6 @@ fn grade(submission: &Path, extra: &[&str]) -> Graded {
     Graded {
         code: out.status.code().unwrap_or(-1),
         report,
-        stdout,
     }
 }
 
@@ -71,6 +69,22 @@ fn verdict_table(report: &Value) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The part of a report that explains a surprise: failures, their reasons, the run's failure.
+fn explain(report: &Value) -> String {
+    let mut lines: Vec<String> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "FAIL")
+        .map(|v| format!("FAIL {}: {} [{}]", v["id"], v["why"]["en"], v["measured"]))
+        .collect();
+    lines.push(format!("run_failure: {}", report["run_failure"]));
+    let tail = report["stderr_tail"].as_str().unwrap_or("");
+    let tail: Vec<&str> = tail.lines().rev().take(8).collect();
+    lines.extend(tail.into_iter().rev().map(|l| format!("stderr: {l}")));
+    lines.join("\n")
 }
 
 fn expected() -> BTreeMap<String, Vec<String>> {
@@ -102,9 +116,10 @@ fn fixture(name: &str, submission: PathBuf) -> Value {
     let mut want_sorted = want.clone();
     want_sorted.sort();
     assert_eq!(
-        got, want_sorted,
+        got,
+        want_sorted,
         "{name}: failing criteria differ\n{}",
-        g.stdout
+        explain(&g.report)
     );
     assert_eq!(
         g.code,
@@ -189,14 +204,15 @@ fn robustness(name: &str, extra: &[&str]) -> Graded {
         extra,
     );
     assert_eq!(
-        g.code, 1,
+        g.code,
+        1,
         "{name}: a bad submission is graded (exit 1), not an error (2)\n{}",
-        g.stdout
+        explain(&g.report)
     );
     assert!(
         g.report["summary"]["passed"].as_u64().unwrap() <= 1,
         "{name}\n{}",
-        g.stdout
+        explain(&g.report)
     );
     for v in g.report["verdicts"].as_array().unwrap() {
         if v["id"] != "instruments_intact" && v["status"] != "SKIP" {
@@ -275,7 +291,7 @@ fn huge_output_is_capped_and_harmless() {
         "\nimport sys\nsys.stdout.write('\\x00garbage\\xff' * 400_000)\nsys.stderr.write('noise\\n' * 400_000)\n",
     );
     let g = grade(f.path(), &[]);
-    assert_eq!(g.code, 0, "{}", g.stdout);
+    assert_eq!(g.code, 0, "{}", explain(&g.report));
 }
 
 #[test]
@@ -296,7 +312,7 @@ fn unwrapping_the_checkpoint_counter_is_caught() {
             "one_checkpoint_per_block"
         ],
         "{}",
-        g.stdout
+        explain(&g.report)
     );
     assert!(why(&g.report, "instruments_intact").contains("torch.utils.checkpoint.checkpoint"));
 }
@@ -307,7 +323,7 @@ fn fixed_seed_is_reported() {
         &root().join("solutions/04-checkpoint/exercise.py"),
         &["--seed", "42"],
     );
-    assert_eq!(g.code, 0, "{}", g.stdout);
+    assert_eq!(g.code, 0, "{}", explain(&g.report));
     assert_eq!(g.report["seed"], 42);
 }
 

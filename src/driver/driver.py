@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 
-ENV_BROKEN = 4  # exit status: torch/safetensors missing (reported as "could not grade")
+ENV_BROKEN = 4  # exit status: torch/safetensors/numpy missing (reported as "could not grade")
 _perf_counter = time.perf_counter  # the driver's own clock, captured before any student code
 _T0 = _perf_counter()
 
@@ -189,6 +189,7 @@ def main():
     sys.path.insert(0, job["course_path"])
 
     try:  # the grader's own environment; a failure here is the grader's, not the submission's
+        import numpy  # noqa: F401  (safetensors.torch needs it to write)
         import safetensors.torch  # noqa: F401
         import torch
     except ImportError as e:
