@@ -2,8 +2,10 @@
 //! safetensors for the driver. The submission never chooses its inputs.
 use crate::spec::ModelConfig;
 use anyhow::{Context, Result};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::path::Path;
-use tch::{Device, Kind, Tensor};
+use tch::Tensor;
 
 /// Weights (named as in `course.TinyGPT.state_dict()`) and one batch.
 pub struct Workload {
@@ -44,15 +46,34 @@ pub fn parameter_shapes(cfg: &ModelConfig) -> Vec<(String, Vec<i64>)> {
     out
 }
 
-/// Deterministic in `seed`: same seed, same bytes, on any machine.
+/// Standard normal samples (Box–Muller) from a generator owned by this call: thread-safe and
+/// independent of libtorch's global RNG, which the grader and other threads also use.
+fn randn(rng: &mut StdRng, shape: &[i64]) -> Tensor {
+    let n: i64 = shape.iter().product();
+    let data: Vec<f32> = (0..n)
+        .map(|_| {
+            let u1: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
+            let u2: f64 = rng.random::<f64>();
+            ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+        })
+        .collect();
+    Tensor::from_slice(&data).view(shape)
+}
+
+fn randint(rng: &mut StdRng, high: i64, shape: &[i64]) -> Tensor {
+    let n: i64 = shape.iter().product();
+    let data: Vec<i64> = (0..n).map(|_| rng.random_range(0..high)).collect();
+    Tensor::from_slice(&data).view(shape)
+}
+
+/// Deterministic in `seed`: same seed, same bytes, on any machine and from any thread.
 pub fn generate(cfg: &ModelConfig, seed: u64) -> Workload {
     let _guard = tch::no_grad_guard();
-    tch::manual_seed(seed as i64);
-    let opts = (Kind::Float, Device::Cpu);
+    let mut rng = StdRng::seed_from_u64(seed);
     let weights = parameter_shapes(cfg)
         .into_iter()
         .map(|(name, shape)| {
-            let noise = Tensor::randn(shape.as_slice(), opts);
+            let noise = randn(&mut rng, &shape);
             let w = if name.contains(".ln") || name.starts_with("ln_f") {
                 // LayerNorm: weight near 1, bias near 0, both non-trivial so their grads matter
                 if name.ends_with("weight") {
@@ -68,16 +89,9 @@ pub fn generate(cfg: &ModelConfig, seed: u64) -> Workload {
             (name, w)
         })
         .collect();
-    let idx = Tensor::randint(
-        cfg.vocab,
-        [cfg.batch, cfg.seq_len],
-        (Kind::Int64, Device::Cpu),
-    );
-    let targets = Tensor::randint(
-        cfg.vocab,
-        [cfg.batch, cfg.seq_len],
-        (Kind::Int64, Device::Cpu),
-    );
+    let shape = [cfg.batch, cfg.seq_len];
+    let idx = randint(&mut rng, cfg.vocab, &shape);
+    let targets = randint(&mut rng, cfg.vocab, &shape);
     Workload {
         weights,
         idx,

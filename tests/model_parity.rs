@@ -92,13 +92,25 @@ fn rust_and_python_tinygpt_agree_over_seeds_and_shapes() {
 }
 
 #[test]
-fn workload_is_deterministic_in_its_seed() {
+fn workload_is_deterministic_in_its_seed_even_across_threads() {
     let cfg = &SHAPES[1];
-    let (a, b, c) = (
-        workload::generate(cfg, 5),
-        workload::generate(cfg, 5),
-        workload::generate(cfg, 6),
-    );
-    assert!(a.idx.equal(&b.idx) && a.weights[3].1.equal(&b.weights[3].1));
-    assert!(!a.idx.equal(&c.idx));
+    let a = workload::generate(cfg, 5);
+    // other threads generating at the same time must not disturb it (no global RNG)
+    let others: Vec<_> = (0..4)
+        .map(|i| {
+            std::thread::spawn(move || {
+                workload::generate(&SHAPES[1], if i % 2 == 0 { 5 } else { 6 })
+            })
+        })
+        .collect();
+    let b = workload::generate(cfg, 5);
+    let others: Vec<_> = others.into_iter().map(|h| h.join().unwrap()).collect();
+    for w in [&b, &others[0], &others[2]] {
+        assert!(a.idx.equal(&w.idx) && a.targets.equal(&w.targets));
+        for ((n1, t1), (n2, t2)) in a.weights.iter().zip(&w.weights) {
+            assert!(n1 == n2 && t1.equal(t2), "{n1}");
+        }
+    }
+    assert!(!a.idx.equal(&others[1].idx));
+    assert!(!a.weights[3].1.equal(&others[1].weights[3].1));
 }
