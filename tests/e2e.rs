@@ -369,3 +369,20 @@ fn stress_every_fixture_with_a_busy_core() {
     busy.join().unwrap();
     assert!(flakes.is_empty(), "{}", flakes.join("\n"));
 }
+
+#[test]
+fn nan_measurements_fail_only_the_criteria_that_use_them() {
+    let f = solution_plus(
+        "\n_compare = compare\n\ndef compare(*a, **k):\n    r = _compare(*a, **k)\n    r['off']['step_s'] = r['on']['step_s'] = float('nan')\n    return r\n",
+    );
+    let g = grade(f.path(), &[]);
+    let mut got = failing(&g.report);
+    got.sort();
+    assert_eq!(
+        got,
+        ["compare_reproducible", "compare_time_agrees"],
+        "{}",
+        explain(&g.report)
+    );
+    assert!(why(&g.report, "compare_time_agrees").contains("is not a number: \"nan\""));
+}

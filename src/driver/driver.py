@@ -37,7 +37,6 @@ class Ctx:
         self.tensors = {}
         self.sub = None
         self.trace = None  # the event list being recorded, if any
-        self.ckpt_calls = 0
         self.clock = _perf_counter
         self.ProbeFailed = ProbeFailed
 
@@ -45,14 +44,14 @@ class Ctx:
     def metric(self, key, value):
         if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
             value = value.item()
-        if isinstance(value, bool) or value is None or isinstance(value, (int, float, str)):
+        if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+            self.metrics[key] = repr(value)  # JSON has no NaN/inf: keep it visible as text
+        elif isinstance(value, bool) or value is None or isinstance(value, (int, float, str)):
             self.metrics[key] = value
         else:
             self.metrics[key] = repr(value)[:200]
 
     def save_tensor(self, name, t):
-        import torch
-
         self.tensors[name] = t.detach().to("cpu", copy=True).contiguous()
 
     def event(self, kind, **fields):
@@ -78,7 +77,7 @@ class Ctx:
         }
         tmp = os.path.join(out, "observations.json.tmp")
         with open(tmp, "w") as f:
-            json.dump(doc, f, allow_nan=True)
+            json.dump(doc, f, allow_nan=False)
         os.replace(tmp, os.path.join(out, "observations.json"))
 
 
@@ -129,7 +128,6 @@ def _instrument(ctx):
     real_checkpoint = cp_mod.checkpoint
 
     def counting_checkpoint(function, *args, **kwargs):
-        ctx.ckpt_calls += 1
         ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
         return real_checkpoint(function, *args, **kwargs)
 
