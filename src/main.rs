@@ -65,14 +65,14 @@ fn grade_exercise(
         seed,
         course_path: course.package_path(),
     })?;
-    // 4. reference: the grader's own answer in libtorch
-    let mut tensors = run.tensors;
-    tensors.extend(reference::compute(&exercise.model, &work));
     if let (Some(path), Some(obs)) = (&args.dump_observations, &run.obs) {
         let json = serde_json::to_string_pretty(obs).map_err(anyhow::Error::from)?;
         std::fs::write(path, json)
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
+    // 4. reference: the grader's own answer in libtorch
+    let mut tensors = run.tensors;
+    tensors.extend(reference::compute(&exercise.model, &work));
     let evidence = Evidence {
         obs: run.obs.unwrap_or_default(),
         tensors,
