@@ -1,6 +1,8 @@
-//! Command line (clap derive): `grade exercise`, `grade list`.
+//! Command line (clap derive): `grade exercise`, `grade check`, `grade list`.
+use crate::error::GradeError;
 use crate::i18n::Lang;
 use crate::report::Format;
+use crate::runner::Device;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -31,6 +33,11 @@ pub enum Command {
     /// Grade one exercise: your working copy, a given file, or the reference solution.
     #[command(after_help = AFTER_HELP)]
     Exercise(ExerciseArgs),
+    /// For maintainers: prove the course works — each reference solution passes, each starter
+    /// fails with reasons, each fixture fails exactly its expected criteria, every criterion and
+    /// every common mistake of the lesson is covered.
+    #[command(after_help = CHECK_AFTER_HELP)]
+    // Check(CheckArgs),
     /// List the exercises.
     List,
 }
@@ -57,9 +64,53 @@ pub struct ExerciseArgs {
     pub format: Format,
     #[arg(long, value_enum, default_value_t = Lang::Zh)]
     pub lang: Lang,
+    /// The full table: every criterion's reason, not only the failed ones
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Also write the run's raw observations (metrics, traces, probe errors) as JSON to FILE
     #[arg(long, value_name = "FILE")]
     pub dump_observations: Option<PathBuf>,
+}
+
+const CHECK_AFTER_HELP: &str = "\
+Exit codes / 退出码:
+  0  no surprise: every expectation held            一切符合预期
+  1  at least one surprise (listed with the part    至少一处意外（附上说明它的评分报告片段）
+     of the report that shows it)
+  2  check could not run (bad YAML, no Python, …)   无法检查（YAML 有误、没有 Python 等）
+
+Expectations: tests/fixtures/<ID>/expected.yaml (criteria each fixture must fail) and the
+`mistakes:` list of exercises/<ID>/exercise.yaml (README common mistakes → criteria).
+Environment: GRADE_ROOT (course folder), GRADE_PYTHON (interpreter with torch), NO_COLOR.";
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Exercise ids to check [default: every available exercise]
+    pub ids: Vec<String>,
+    /// Grade every submission N times (each with a fresh seed): a flake shows as a surprise
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Grade N submissions at once. Default 1: timing criteria need a quiet machine, and
+    /// concurrent runs load it (use more only to stress the bounds, or on many cores)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: u32,
+    /// Grade only these submissions: `solution`, `starter` or a fixture's file stem (repeatable).
+    /// The static checks (expected.yaml, coverage, common mistakes) always run in full
+    #[arg(long, value_name = "NAME")]
+    pub only: Vec<String>,
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
+    pub format: CheckFormat,
+    #[arg(long, value_enum, default_value_t = Lang::Zh)]
+    pub lang: Lang,
+}
+
+/// `grade check --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    Table,
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -68,4 +119,17 @@ pub enum DeviceArg {
     Cuda,
     /// CUDA when libtorch sees a GPU, else CPU
     Auto,
+}
+
+impl DeviceArg {
+    /// The device to grade on; `cuda` without CUDA is an error.
+    pub fn resolve(self) -> Result<Device, GradeError> {
+        let cuda = || tch::Cuda::is_available();
+        match self {
+            DeviceArg::Cpu => Ok(Device::Cpu),
+            DeviceArg::Cuda if cuda() => Ok(Device::Cuda),
+            DeviceArg::Cuda => Err(GradeError::NoCuda),
+            DeviceArg::Auto => Ok(if cuda() { Device::Cuda } else { Device::Cpu }),
+        }
+    }
 }

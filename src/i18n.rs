@@ -43,6 +43,18 @@ impl Text {
     }
 }
 
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text::same(s)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text::same(s)
+    }
+}
+
 /// `Text::new(format!(..), format!(..))` in one line.
 #[macro_export]
 macro_rules! text {

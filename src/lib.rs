@@ -4,6 +4,7 @@ pub mod cli;
 pub mod course;
 pub mod error;
 pub mod i18n;
+pub mod measurement;
 pub mod observations;
 pub mod reference;
 pub mod report;

@@ -102,13 +102,20 @@ fn grade_exercise(
         stderr_tail: (evidence.run_failure.is_some() || failed_probe)
             .then_some(run.stderr_tail)
             .filter(|t| !t.trim().is_empty()),
+        failed_probes: evidence
+            .obs
+            .probes
+            .iter()
+            .filter(|(_, p)| !p.ok)
+            .map(|(name, p)| (name.clone(), p.error.clone().unwrap_or_default()))
+            .collect(),
     };
     let color = args.format == report::Format::Table
         && std::io::stdout().is_terminal()
         && std::env::var_os("NO_COLOR").is_none();
     print!(
         "{}",
-        report::exporter(args.format, color).render(&report, args.lang)
+        report::exporter_with(args.format, color, args.verbose).render(&report, args.lang)
     );
     Ok(report.exit_code())
 }

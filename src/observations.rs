@@ -52,6 +52,19 @@ pub struct Observations {
     pub driver_s: f64,
 }
 
+/// Why a value is absent, and the probe whose failure blocked it (reported once, not per criterion).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Absent {
+    pub why: Text,
+    pub probe: Option<String>,
+}
+
+impl From<Text> for Absent {
+    fn from(why: Text) -> Absent {
+        Absent { why, probe: None }
+    }
+}
+
 /// Observations plus the tensors (the submission's and the reference's) checks read.
 #[derive(Default)]
 pub struct Evidence {
@@ -63,21 +76,29 @@ pub struct Evidence {
 
 impl Evidence {
     /// Why a value under `key` (metric `probe.x.y`, tensor `probe/x/y`, trace `probe.x`) is absent.
-    pub fn why_missing(&self, key: &str) -> Text {
+    pub fn why_missing(&self, key: &str) -> Absent {
         if let Some(f) = &self.run_failure {
-            return f.clone();
+            return f.clone().into();
         }
-        let probe = key.split(['.', '/']).next().unwrap_or(key);
+        // the probe that records `key`: its first segment naming a probe (`compare.run1`,
+        // `numerics/on/loss`, `forwards.numerics`)
+        let probe = key
+            .split(['.', '/'])
+            .find(|seg| self.obs.probes.contains_key(*seg))
+            .unwrap_or(key);
         if let Some(ProbeRecord {
             ok: false,
             error: Some(e),
             ..
         }) = self.obs.probes.get(probe)
         {
-            return text!(
-                format!("探针 `{probe}` 失败：{e}"),
-                format!("probe `{probe}` failed: {e}")
-            );
+            return Absent {
+                why: text!(
+                    format!("探针 `{probe}` 失败：{e}"),
+                    format!("probe `{probe}` failed: {e}")
+                ),
+                probe: Some(probe.to_string()),
+            };
         }
         if let Some(ProbeRecord {
             ok: false,
@@ -85,35 +106,40 @@ impl Evidence {
             ..
         }) = self.obs.probes.get("load")
         {
-            return text!(
-                format!("无法导入提交的文件：{e}"),
-                format!("the submission could not be imported: {e}")
-            );
+            return Absent {
+                why: text!(
+                    format!("无法导入提交的文件：{e}"),
+                    format!("the submission could not be imported: {e}")
+                ),
+                probe: Some("load".into()),
+            };
         }
         text!(
             format!("没有记录到 `{key}`"),
             format!("`{key}` was not recorded")
         )
+        .into()
     }
 
-    pub fn metric(&self, key: &str) -> Result<&Value, Text> {
+    pub fn metric(&self, key: &str) -> Result<&Value, Absent> {
         self.obs
             .metrics
             .get(key)
             .ok_or_else(|| self.why_missing(key))
     }
 
-    pub fn number(&self, key: &str) -> Result<f64, Text> {
+    pub fn number(&self, key: &str) -> Result<f64, Absent> {
         let v = self.metric(key)?;
         v.as_f64().ok_or_else(|| {
             text!(
                 format!("`{key}` 不是数值：{v}"),
                 format!("`{key}` is not a number: {v}")
             )
+            .into()
         })
     }
 
-    pub fn trace(&self, key: &str) -> Result<&[Event], Text> {
+    pub fn trace(&self, key: &str) -> Result<&[Event], Absent> {
         self.obs
             .traces
             .get(key)

@@ -3,20 +3,24 @@
 Each probe records raw observations (tensors, metrics, event traces); verdicts are decided in Rust
 from rubrics/04-checkpoint.yaml. Probes:
   numerics       loss, logits, every gradient with checkpointing off/on (dropout 0); activation
-                 bytes saved for backward, measured by the grader; checkpoint calls per forward
+                 bytes saved for backward, measured by the grader
   dropout        gradients off/on with dropout > 0 and the same seed (RNG preserved?)
   no_input_grad  gradients when the blocks' input does not require grad (reentrant loses them)
   inference      checkpoint calls under torch.no_grad()
   timing         the grader's own step-time measurement: warm-up, sync, interleaved, median
   memory         (CUDA only) peak allocated bytes of one step off/on
-  compare        the submission's compare(), called twice, with its clock/sync/input trace
+  compare        the submission's compare(), called twice, with its clock/sync/step trace
+
+Every forward of every probe goes through the grader's observed TinyGPT (`ctx.lib`), which counts
+the checkpoint calls it made (`forwards.<probe>` traces) and, inside compare(), marks each whole
+training step (forward, loss, backward done) and the inputs it ran on.
 """
 import statistics
 
 import torch
 from safetensors.torch import load_file
 
-from course import Config, TinyGPT
+from course import Config
 
 VARIANTS = (("off", False), ("on", True))
 
@@ -36,13 +40,10 @@ class Lesson:
             "idx": inputs["batch/idx"].to(self.device),
             "targets": inputs["batch/targets"].to(self.device),
         }
-        self.forward = self._require("forward")
-
-    def _require(self, name):
-        fn = getattr(self.ctx.sub, name, None)
-        if not callable(fn):
-            return None
-        return fn
+        # a step is "on" when its forward made checkpoint calls
+        self.observer = ctx.lib.StepObserver(
+            ctx, self.batch, variant=lambda rec: "on" if rec["ckpt"] else "off"
+        )
 
     def need(self, name):
         fn = getattr(self.ctx.sub, name, None)
@@ -60,9 +61,7 @@ class Lesson:
             n_blocks=m["n_blocks"],
             dropout=dropout,
         )
-        model = TinyGPT(cfg)
-        model.load_state_dict(self.weights, strict=True)
-        return model.to(self.device).train()
+        return self.ctx.lib.observed_model(self.ctx, cfg, self.weights, self.device, self.observer)
 
     def blocks_fn(self, checkpointing, detach_input=False):
         forward = self.need("forward")
@@ -79,6 +78,7 @@ class Lesson:
                 )
             return out
 
+        run.grade_checkpointing = checkpointing  # the flag the grader asked for, in forwards.*
         return run
 
     def sync(self):
@@ -123,12 +123,9 @@ class Lesson:
             model = self.model()
             blocks_fn = self.blocks_fn(flag)
             model.zero_grad(set_to_none=True)
-            ctx.trace = trace = []
             (logits, loss), nbytes = self.saved_bytes(
                 model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
             )
-            ctx.trace = None
-            ctx.traces[f"numerics.{variant}_forward"] = trace
             loss.backward()
             ctx.metric(f"numerics.{variant}.activation_bytes", nbytes)
             ctx.save_tensor(f"numerics/{variant}/loss", loss)
@@ -153,11 +150,8 @@ class Lesson:
 
     def inference(self):
         model = self.model()
-        self.ctx.trace = trace = []
         with torch.no_grad():
             logits, _ = model(self.batch["idx"], None, blocks_fn=self.blocks_fn(True))
-        self.ctx.trace = None
-        self.ctx.traces["inference.forward"] = trace
         self.ctx.save_tensor("inference/on/logits", logits)
 
     def timing(self):
@@ -203,18 +197,11 @@ class Lesson:
         p = ctx.params
         for run in ("run1", "run2"):
             model = self.model()
-            inputs_seen = []
-
-            def on_embed(_module, args):
-                idx = args[0]
-                inputs_seen.append(idx.detach().clone())
-                ctx.event("embed", input=len(inputs_seen) - 1)
 
             def sync():
                 ctx.event("sync")
                 self.sync()
 
-            handle = model.tok_emb.register_forward_pre_hook(on_embed)
             ctx.trace = trace = []
             try:
                 result = compare(
@@ -226,24 +213,7 @@ class Lesson:
                 )
             finally:
                 ctx.trace = None
-                handle.remove()
-            # name each step's input: "batch" when it equals the batch handed over
-            labels, distinct = [], []
-            for t in inputs_seen:
-                if t.shape == self.batch["idx"].shape and _equal(t, self.batch["idx"]):
-                    labels.append("batch")
-                    continue
-                for j, d in enumerate(distinct):
-                    if d.shape == t.shape and _equal(d, t):
-                        labels.append(f"other{j + 1}")
-                        break
-                else:
-                    distinct.append(t)
-                    labels.append(f"other{len(distinct)}")
-            for ev in trace:
-                if ev["e"] == "embed":
-                    ev["input"] = labels[ev["input"]]
-            ctx.traces[f"compare.{run}"] = trace
+                ctx.traces[f"compare.{run}"] = trace
             for variant, _ in VARIANTS:
                 rec = result.get(variant) if isinstance(result, dict) else None
                 if not isinstance(rec, dict):

@@ -12,7 +12,7 @@ pub fn evaluate(spec: &AnswerSpec, env: &Env) -> Outcome {
     };
     let value = match env.evidence.metric(&spec.metric) {
         Ok(v) => v,
-        Err(why) => return Outcome::missing(why, bound),
+        Err(why) => return Outcome::missing(why, bound.clone()),
     };
     let got = match value {
         Value::String(s) => s.clone(),
@@ -30,10 +30,5 @@ pub fn evaluate(spec: &AnswerSpec, env: &Env) -> Outcome {
             format!("{} is {got}; expected {bound}", spec.metric)
         )
     };
-    Outcome {
-        pass,
-        measured: got,
-        bound,
-        why,
-    }
+    Outcome::new(pass, got, bound, why)
 }

@@ -127,10 +127,10 @@ pub fn evaluate(spec: &CloseSpec, env: &Env) -> Outcome {
     };
     let bound = format!("assert_close {dtype}: rtol {rtol:e}, atol {atol:e}");
     if expected.is_empty() {
-        return Outcome::missing(env.evidence.why_missing(&spec.expected), bound);
+        return Outcome::missing(env.evidence.why_missing(&spec.expected), bound.clone());
     }
     if actual.is_empty() {
-        return Outcome::missing(env.evidence.why_missing(&spec.actual), bound);
+        return Outcome::missing(env.evidence.why_missing(&spec.actual), bound.clone());
     }
     let mut missing = Vec::new();
     let mut incomparable = Vec::new();
@@ -154,13 +154,17 @@ pub fn evaluate(spec: &CloseSpec, env: &Env) -> Outcome {
         }
     }
     let n = expected.len();
-    let mut measured = format!("{n} tensors, max |Δ| {}", fmt_num(worst_abs));
+    let max_abs = fmt_num(worst_abs);
+    let mut measured = text!(
+        format!("{n} 个张量，最大 |Δ| {max_abs}"),
+        format!("{n} tensors, max |Δ| {max_abs}")
+    );
     if missing.is_empty() && incomparable.is_empty() && failing.is_empty() {
-        return Outcome {
-            pass: true,
+        return Outcome::new(
+            true,
             measured,
             bound,
-            why: text!(
+            text!(
                 format!(
                     "{} 与 {} 的 {n} 个张量（{} 个元素）全部在容差内，最大相对差 {}",
                     spec.actual,
@@ -176,7 +180,7 @@ pub fn evaluate(spec: &CloseSpec, env: &Env) -> Outcome {
                     fmt_num(worst_rel)
                 )
             ),
-        };
+        );
     }
     let mut zh = Vec::new();
     let mut en = Vec::new();
@@ -190,7 +194,10 @@ pub fn evaluate(spec: &CloseSpec, env: &Env) -> Outcome {
             "{} tensors missing (gradient None?): {list}",
             missing.len()
         ));
-        measured = format!("{} of {n} missing; {measured}", missing.len());
+        measured = text!(
+            format!("缺 {}/{n}；{}", missing.len(), measured.zh),
+            format!("{} of {n} missing; {}", missing.len(), measured.en)
+        );
     }
     if !incomparable.is_empty() {
         let list = incomparable.join("; ");
@@ -217,14 +224,12 @@ pub fn evaluate(spec: &CloseSpec, env: &Env) -> Outcome {
             "{} tensors out of tolerance; worst {detail}",
             failing.len()
         ));
-        measured = format!("{} of {n} differ; {measured}", failing.len());
+        measured = text!(
+            format!("{}/{n} 个不一致；{}", failing.len(), measured.zh),
+            format!("{} of {n} differ; {}", failing.len(), measured.en)
+        );
     }
-    Outcome {
-        pass: false,
-        measured,
-        bound,
-        why: text!(zh.join("；"), en.join("; ")),
-    }
+    Outcome::new(false, measured, bound, text!(zh.join("；"), en.join("; ")))
 }
 
 fn short_list(names: &[&str]) -> String {

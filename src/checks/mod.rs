@@ -8,7 +8,7 @@ pub mod reproducible;
 pub mod trace;
 
 use crate::i18n::Text;
-use crate::observations::Evidence;
+use crate::observations::{Absent, Evidence};
 use crate::runner::Device;
 use crate::spec::rubric::{Check, OnlyOn};
 use crate::spec::{Exercise, Operand, Rubric};
@@ -20,21 +20,35 @@ use serde::Serialize;
 pub struct Outcome {
     pub pass: bool,
     /// The measured value, human-readable.
-    pub measured: String,
+    pub measured: Text,
     /// The bound it was held to.
-    pub bound: String,
+    pub bound: Text,
     /// Why it passed or failed.
     pub why: Text,
+    /// The probe whose failure left nothing to judge (the report names it once).
+    pub blocked_by: Option<String>,
 }
 
 impl Outcome {
+    pub fn new(pass: bool, measured: impl Into<Text>, bound: impl Into<Text>, why: Text) -> Outcome {
+        Outcome {
+            pass,
+            measured: measured.into(),
+            bound: bound.into(),
+            why,
+            blocked_by: None,
+        }
+    }
+
     /// The value needed is not there: fail, saying why.
-    pub fn missing(why: Text, bound: String) -> Outcome {
+    pub fn missing(why: impl Into<Absent>, bound: impl Into<Text>) -> Outcome {
+        let absent = why.into();
         Outcome {
             pass: false,
             measured: "—".into(),
-            bound,
-            why,
+            bound: bound.into(),
+            why: absent.why,
+            blocked_by: absent.probe,
         }
     }
 }
@@ -54,10 +68,13 @@ pub struct Verdict {
     pub title: Text,
     pub status: Status,
     pub points: u32,
-    pub measured: String,
-    pub bound: String,
+    pub measured: Text,
+    pub bound: Text,
     pub why: Text,
     pub catches: Option<Text>,
+    /// The failed probe that left this criterion nothing to judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<String>,
 }
 
 /// What checks read besides the evidence: `$model.*` / `$params.*` bounds.
@@ -88,21 +105,19 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
             } else {
                 failed.clone()
             };
-            let join = |parts: Vec<&str>, sep: &str| {
-                let mut parts = parts;
-                parts.dedup();
-                parts.join(sep)
+            let join = |parts: Vec<&Text>| {
+                let mut zh: Vec<&str> = parts.iter().map(|t| t.zh.as_str()).collect();
+                let mut en: Vec<&str> = parts.iter().map(|t| t.en.as_str()).collect();
+                zh.dedup();
+                en.dedup();
+                Text::new(zh.join("；"), en.join("; "))
             };
-            let pick = |f: fn(&Outcome) -> &str| join(outs.iter().map(f).collect(), "; ");
-            let why = Text::new(
-                join(shown.iter().map(|o| o.why.zh.as_str()).collect(), "；"),
-                join(shown.iter().map(|o| o.why.en.as_str()).collect(), "; "),
-            );
             Outcome {
                 pass: failed.is_empty(),
-                measured: pick(|o| &o.measured),
-                bound: pick(|o| &o.bound),
-                why,
+                measured: join(outs.iter().map(|o| &o.measured).collect()),
+                bound: join(outs.iter().map(|o| &o.bound).collect()),
+                why: join(shown.iter().map(|o| &o.why).collect()),
+                blocked_by: failed.iter().find_map(|o| o.blocked_by.clone()),
             }
         }
     }
@@ -125,19 +140,19 @@ pub fn grade(rubric: &Rubric, env: &Env, device: Device) -> Vec<Verdict> {
                 } else {
                     "cpu"
                 };
-                let out = Outcome {
-                    pass: true,
-                    measured: "—".into(),
-                    bound: "—".into(),
-                    why: text!(
+                let out = Outcome::new(
+                    true,
+                    "—",
+                    "—",
+                    text!(
                         format!("仅在 --device {on} 上检查"),
                         format!("checked only with --device {on}")
                     ),
-                };
+                );
                 (Status::Skip, out)
             } else {
                 let out = match &env.evidence.run_failure {
-                    Some(f) => Outcome::missing(f.clone(), "—".into()),
+                    Some(f) => Outcome::missing(f.clone(), "—"),
                     None => evaluate(&c.check, env),
                 };
                 (if out.pass { Status::Pass } else { Status::Fail }, out)
@@ -151,6 +166,7 @@ pub fn grade(rubric: &Rubric, env: &Env, device: Device) -> Vec<Verdict> {
                 bound: out.bound,
                 why: out.why,
                 catches: c.catches.clone(),
+                blocked_by: out.blocked_by,
             }
         })
         .collect()

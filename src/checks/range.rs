@@ -8,7 +8,7 @@ pub fn evaluate(spec: &RangeSpec, env: &Env) -> Outcome {
     let bound = fmt_bounds(min, max);
     let x = match env.evidence.number(&spec.metric) {
         Ok(x) => x,
-        Err(why) => return Outcome::missing(why, bound),
+        Err(why) => return Outcome::missing(why, bound.clone()),
     };
     let pass = within(x, min, max);
     let why = if pass {
@@ -22,10 +22,5 @@ pub fn evaluate(spec: &RangeSpec, env: &Env) -> Outcome {
             format!("{} = {} is not {bound}", spec.metric, fmt_num(x))
         )
     };
-    Outcome {
-        pass,
-        measured: fmt_num(x),
-        bound,
-        why,
-    }
+    Outcome::new(pass, fmt_num(x), bound, why)
 }

@@ -11,7 +11,7 @@ pub fn evaluate(spec: &RatioSpec, env: &Env) -> Outcome {
         env.evidence.number(&spec.den),
     ) {
         (Ok(n), Ok(d)) => (n, d),
-        (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound),
+        (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound.clone()),
     };
     if den == 0.0 {
         return Outcome::missing(
@@ -19,7 +19,7 @@ pub fn evaluate(spec: &RatioSpec, env: &Env) -> Outcome {
                 format!("分母 `{}` 为 0", spec.den),
                 format!("denominator `{}` is 0", spec.den)
             ),
-            bound,
+            bound.clone(),
         );
     }
     let r = num / den;
@@ -46,10 +46,5 @@ pub fn evaluate(spec: &RatioSpec, env: &Env) -> Outcome {
             )
         )
     };
-    Outcome {
-        pass,
-        measured,
-        bound,
-        why,
-    }
+    Outcome::new(pass, measured, bound, why)
 }

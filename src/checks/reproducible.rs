@@ -1,10 +1,11 @@
 //! `reproducible`: the same quantities, measured in two runs, agree within a relative tolerance.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
+use crate::observations::Absent;
 use crate::spec::rubric::{Quantity, ReproducibleSpec};
 use crate::text;
 
-fn value(env: &Env, run: &str, q: &Quantity) -> Result<f64, Text> {
+fn value(env: &Env, run: &str, q: &Quantity) -> Result<f64, Absent> {
     let get = |m: &str| env.evidence.number(&format!("{run}.{m}"));
     match (&q.metric, &q.ratio) {
         (Some(m), _) => get(m),
@@ -12,7 +13,7 @@ fn value(env: &Env, run: &str, q: &Quantity) -> Result<f64, Text> {
             let (n, d) = (get(n)?, get(d)?);
             Ok(if d == 0.0 { f64::NAN } else { n / d })
         }
-        (None, None) => Err(Text::same("quantity names neither metric nor ratio")),
+        (None, None) => Err(Text::same("quantity names neither metric nor ratio").into()),
     }
 }
 
@@ -31,19 +32,24 @@ pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
         .iter()
         .map(|q| {
             if q.max_rel_diff == 0.0 {
-                format!("{}: equal", name(q))
+                text!(format!("{}：相等", name(q)), format!("{}: equal", name(q)))
             } else {
-                format!("{}: ±{}%", name(q), fmt_num(q.max_rel_diff * 100.0))
+                Text::same(format!("{}: ±{}%", name(q), fmt_num(q.max_rel_diff * 100.0)))
             }
         })
-        .collect::<Vec<_>>()
-        .join("; ");
+        .fold(Text::default(), |acc, t| {
+            if acc.en.is_empty() {
+                t
+            } else {
+                text!(format!("{}；{}", acc.zh, t.zh), format!("{}; {}", acc.en, t.en))
+            }
+        });
     let mut measured = Vec::new();
     let mut bad = Vec::new();
     for q in &spec.quantities {
         let (va, vb) = match (value(env, a, q), value(env, b, q)) {
             (Ok(x), Ok(y)) => (x, y),
-            (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound),
+            (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound.clone()),
         };
         // symmetric: the larger over the smaller, minus one (which run comes first does not matter)
         let rel = if va == vb {
@@ -53,7 +59,7 @@ pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
         } else {
             (va / vb).max(vb / va) - 1.0
         };
-        measured.push(format!("{}: {} vs {}", name(q), fmt_num(va), fmt_num(vb)));
+        measured.push(format!("{}: {} / {}", name(q), fmt_num(va), fmt_num(vb)));
         if rel.is_nan() || rel > q.max_rel_diff {
             bad.push(format!(
                 "{}: {} vs {} ({}% apart)",
@@ -76,10 +82,5 @@ pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
             format!("the two runs disagree: {}", bad.join("; "))
         )
     };
-    Outcome {
-        pass,
-        measured: measured.join("; "),
-        bound,
-        why,
-    }
+    Outcome::new(pass, measured.join("; "), bound, why)
 }

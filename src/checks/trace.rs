@@ -1,322 +1,521 @@
-//! `trace`: predicates over an observed event trace (checkpoint calls, syncs, clock reads, steps).
-//!
-//! A step starts at each `embed` event (the model's embedding ran); it is an "on" step when a
-//! `ckpt` event happens before the next step starts. Clock reads pair up into timed windows
-//! (read 1 opens, read 2 closes, …), the pattern `t0 = perf_counter(); step(); sync(); t1 = …`.
+//! `trace`: judgements over observed event traces. `count` and `each` read events directly
+//! (checkpoint calls per forward, syncs); `expect:` predicates judge a student's measurement as
+//! `measurement.rs` reads it: same inputs, warm-up, sync, repeats, and the reported median.
+//! A check naming several streams (`[compare.run1, compare.run2]`) must hold in every one.
 use super::{fmt_bounds, fmt_num, within, Env, Outcome};
+use crate::i18n::Text;
+use crate::measurement::{close_to, median_range, Measurement};
 use crate::observations::Event;
 use crate::spec::rubric::{TracePredicate, TraceSpec};
 use crate::text;
-use std::collections::BTreeMap;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct Step {
-    pub pos: usize,
-    pub variant: &'static str,
-    pub input: String,
-}
-
-pub fn steps(events: &[Event]) -> Vec<Step> {
-    let starts: Vec<usize> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.e == "embed")
-        .map(|(i, _)| i)
-        .collect();
-    starts
-        .iter()
-        .enumerate()
-        .map(|(k, &pos)| {
-            let end = starts.get(k + 1).copied().unwrap_or(events.len());
-            let on = events[pos..end].iter().any(|e| e.e == "ckpt");
-            Step {
-                pos,
-                variant: if on { "on" } else { "off" },
-                input: events[pos].field_str("input").unwrap_or("?").to_string(),
-            }
-        })
-        .collect()
-}
-
-/// (open, close) positions of timed windows.
-pub fn windows(events: &[Event]) -> Vec<(usize, usize)> {
-    let reads: Vec<usize> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e.e == "timer")
-        .map(|(i, _)| i)
-        .collect();
-    reads.chunks_exact(2).map(|w| (w[0], w[1])).collect()
-}
-
-fn in_window(pos: usize, wins: &[(usize, usize)]) -> bool {
-    wins.iter().any(|&(a, b)| a < pos && pos < b)
-}
+use serde_json::Value;
 
 pub fn evaluate(spec: &TraceSpec, env: &Env) -> Outcome {
-    let events = match env.evidence.trace(&spec.stream) {
-        Ok(ev) => ev,
-        Err(why) => {
-            let bound = match (&spec.count, spec.expect) {
-                (Some(k), _) => format!("{k} count"),
-                (_, Some(p)) => format!("{p:?}"),
-                _ => "—".into(),
-            };
-            return Outcome::missing(why, bound);
+    let bound = bound_of(spec, env);
+    let mut streams = Vec::new();
+    for name in spec.stream.names() {
+        match env.evidence.trace(name) {
+            Ok(events) => streams.push((name, events)),
+            Err(why) => return Outcome::missing(why, bound),
         }
-    };
-    match (&spec.count, spec.expect) {
-        (Some(kind), _) => count(spec, kind, events, env),
-        (None, Some(p)) => predicate(p, spec, events, env),
-        (None, None) => Outcome::missing(
+    }
+    match (&spec.count, &spec.each, spec.expect) {
+        (Some(kind), _, _) => count(spec, kind, &streams, env, bound),
+        (None, Some(field), _) => each(spec, field, &streams, env, bound),
+        (None, None, Some(p)) => {
+            let outs: Vec<(&str, Outcome)> = streams
+                .iter()
+                .map(|(name, events)| (*name, predicate(p, spec, name, events, env)))
+                .collect();
+            combine(outs, bound)
+        }
+        (None, None, None) => Outcome::missing(
             text!(
-                "trace 检查缺少 count 或 expect",
-                "trace check has neither count nor expect"
+                "trace 检查缺少 count、each 或 expect",
+                "trace check has none of count, each, expect"
             ),
-            "—".into(),
+            bound,
         ),
     }
 }
 
-fn count(spec: &TraceSpec, kind: &str, events: &[Event], env: &Env) -> Outcome {
-    let n = events.iter().filter(|e| e.e == kind).count() as f64;
+fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
     let (min, max) = match env.resolve(&spec.equals) {
         Some(v) => (Some(v), Some(v)),
         None => (env.resolve(&spec.min), env.resolve(&spec.max)),
     };
-    let bound = format!("{kind} {}", fmt_bounds(min, max));
+    let per = env.resolve(&spec.per).unwrap_or(1.0);
+    match (&spec.count, &spec.each, spec.expect) {
+        (Some(kind), ..) => Text::same(format!("{kind} {}", fmt_bounds(min, max))),
+        (None, Some(field), _) => text!(
+            format!("每次：{field} {}", fmt_bounds(min, max)),
+            format!("each: {field} {}", fmt_bounds(min, max))
+        ),
+        (None, None, Some(p)) => {
+            let n = fmt_num(min.unwrap_or(1.0));
+            match p {
+                TracePredicate::SameInputs => text!("全部", "all"),
+                TracePredicate::Warmup => text!(format!("每种 ≥ {n}"), format!("≥ {n} each")),
+                TracePredicate::Synced => text!("全部", "all"),
+                TracePredicate::Repeats if per == 1.0 => {
+                    text!(format!("每种 ≥ {n}"), format!("≥ {n} each"))
+                }
+                TracePredicate::Repeats => text!(
+                    format!("每种 ≥ {n}（每个 {} 步）", fmt_num(per)),
+                    format!("≥ {n} each ({} steps per window)", fmt_num(per))
+                ),
+                TracePredicate::Median => text!("报告 = 中位数", "reported = median"),
+            }
+        }
+        _ => Text::same("—"),
+    }
+}
+
+/// All streams pass → pass; otherwise the failing streams' reasons, each named.
+fn combine(outs: Vec<(&str, Outcome)>, bound: Text) -> Outcome {
+    let many = outs.len() > 1;
+    let tag = |name: &str, t: &Text| {
+        if many {
+            let short = name.rsplit('.').next().unwrap_or(name);
+            text!(format!("{short}：{}", t.zh), format!("{short}: {}", t.en))
+        } else {
+            t.clone()
+        }
+    };
+    let join = |parts: Vec<Text>| {
+        Text::new(
+            parts.iter().map(|t| t.zh.as_str()).collect::<Vec<_>>().join("；"),
+            parts.iter().map(|t| t.en.as_str()).collect::<Vec<_>>().join("; "),
+        )
+    };
+    let pass = outs.iter().all(|(_, o)| o.pass);
+    let measured = join(outs.iter().map(|(n, o)| tag(n, &o.measured)).collect());
+    let why = if pass {
+        outs.first().map(|(_, o)| o.why.clone()).unwrap_or_default()
+    } else {
+        join(
+            outs.iter()
+                .filter(|(_, o)| !o.pass)
+                .map(|(n, o)| tag(n, &o.why))
+                .collect(),
+        )
+    };
+    Outcome {
+        pass,
+        measured,
+        bound,
+        why,
+        blocked_by: outs.iter().find_map(|(_, o)| o.blocked_by.clone()),
+    }
+}
+
+fn matches(spec: &TraceSpec, e: &Event) -> bool {
+    let Some(filter) = &spec.filter else {
+        return true;
+    };
+    filter.iter().all(|(k, want)| {
+        let (Some(k), Ok(want)) = (k.as_str(), serde_json::to_value(want)) else {
+            return false;
+        };
+        e.fields.get(k) == Some(&want)
+    })
+}
+
+fn where_text(spec: &TraceSpec) -> String {
+    spec.filter
+        .as_ref()
+        .map(|f| {
+            f.iter()
+                .map(|(k, v)| {
+                    let v = serde_json::to_value(v).unwrap_or(Value::Null);
+                    format!("{}={v}", k.as_str().unwrap_or("?"))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+fn count(spec: &TraceSpec, kind: &str, streams: &[(&str, &[Event])], env: &Env, bound: Text) -> Outcome {
+    let n = streams
+        .iter()
+        .flat_map(|(_, ev)| ev.iter())
+        .filter(|e| e.e == kind && matches(spec, e))
+        .count() as f64;
+    let (min, max) = match env.resolve(&spec.equals) {
+        Some(v) => (Some(v), Some(v)),
+        None => (env.resolve(&spec.min), env.resolve(&spec.max)),
+    };
+    let names = streams.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
     let pass = within(n, min, max);
     let why = if pass {
         text!(
-            format!("{}：{kind} 事件 {} 次", spec.stream, fmt_num(n)),
-            format!("{}: {} `{kind}` events", spec.stream, fmt_num(n))
+            format!("{names}：{kind} 事件 {} 次", fmt_num(n)),
+            format!("{names}: {} `{kind}` events", fmt_num(n))
         )
     } else {
         text!(
+            format!("{names}：{kind} 事件 {} 次，应为 {}", fmt_num(n), fmt_bounds(min, max)),
             format!(
-                "{}：{kind} 事件 {} 次，应为 {}",
-                spec.stream,
-                fmt_num(n),
-                fmt_bounds(min, max)
-            ),
-            format!(
-                "{}: {} `{kind}` events, expected {}",
-                spec.stream,
+                "{names}: {} `{kind}` events, expected {}",
                 fmt_num(n),
                 fmt_bounds(min, max)
             )
         )
     };
-    Outcome {
-        pass,
-        measured: fmt_num(n),
+    Outcome::new(pass, fmt_num(n), bound, why)
+}
+
+/// Every selected event's numeric `field` within bounds (e.g. checkpoint calls per forward).
+fn each(spec: &TraceSpec, field: &str, streams: &[(&str, &[Event])], env: &Env, bound: Text) -> Outcome {
+    let (min, max) = match env.resolve(&spec.equals) {
+        Some(v) => (Some(v), Some(v)),
+        None => (env.resolve(&spec.min), env.resolve(&spec.max)),
+    };
+    let mut total = 0usize;
+    let mut values: Vec<f64> = Vec::new();
+    let mut bad: Vec<(String, f64, usize)> = Vec::new(); // (stream, value, how many)
+    for (name, events) in streams {
+        for e in events.iter().filter(|e| matches(spec, e)) {
+            total += 1;
+            let v = e.fields.get(field).and_then(Value::as_f64).unwrap_or(f64::NAN);
+            if !values.iter().any(|x| x.total_cmp(&v).is_eq()) {
+                values.push(v);
+            }
+            if !within(v, min, max) {
+                match bad.iter_mut().find(|(s, x, _)| s == name && x.total_cmp(&v).is_eq()) {
+                    Some(entry) => entry.2 += 1,
+                    None => bad.push((name.to_string(), v, 1)),
+                }
+            }
+        }
+    }
+    let filter = where_text(spec);
+    if total == 0 {
+        return Outcome::missing(
+            text!(
+                format!("没有观察到符合条件（{filter}）的事件"),
+                format!("no event matched ({filter})")
+            ),
+            bound,
+        );
+    }
+    values.sort_by(|a, b| a.total_cmp(b));
+    let shown = values.iter().map(|v| fmt_num(*v)).collect::<Vec<_>>().join(", ");
+    let measured = text!(
+        format!("{total} 次：{field} ∈ {{{shown}}}"),
+        format!("{total} events: {field} ∈ {{{shown}}}")
+    );
+    if bad.is_empty() {
+        return Outcome::new(
+            true,
+            measured,
+            bound,
+            text!(
+                format!("全部 {total} 次（{filter}）的 {field} 都满足 {}", fmt_bounds(min, max)),
+                format!("all {total} events ({filter}) have {field} {}", fmt_bounds(min, max))
+            ),
+        );
+    }
+    let list_zh = bad
+        .iter()
+        .map(|(s, v, n)| format!("{s} 中 {n} 次为 {}", fmt_num(*v)))
+        .collect::<Vec<_>>()
+        .join("，");
+    let list_en = bad
+        .iter()
+        .map(|(s, v, n)| format!("{n}× {} in {s}", fmt_num(*v)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Outcome::new(
+        false,
+        measured,
         bound,
-        why,
+        text!(
+            format!("{field} 应为 {}（{filter}），实际：{list_zh}", fmt_bounds(min, max)),
+            format!("{field} must be {} ({filter}); observed {list_en}", fmt_bounds(min, max))
+        ),
+    )
+}
+
+fn predicate(p: TracePredicate, spec: &TraceSpec, stream: &str, events: &[Event], env: &Env) -> Outcome {
+    let per = env.resolve(&spec.per).unwrap_or(1.0).max(1.0) as usize;
+    let m = Measurement::read(events, per);
+    if !m.steps.iter().any(|s| s.whole()) {
+        let absent = env.evidence.why_missing(stream);
+        if absent.probe.is_some() {
+            return Outcome::missing(absent, "—");
+        }
+        return Outcome::missing(
+            text!(
+                "没有观察到完整的训练步（前向 + loss + 反向）",
+                "no whole training step (forward, loss, backward) was observed"
+            ),
+            "—",
+        );
+    }
+    let variants = spec.variants.clone().unwrap_or_else(|| m.variants());
+    let need = env.resolve(&spec.min).unwrap_or(1.0);
+    match p {
+        TracePredicate::SameInputs => same_inputs(&m),
+        TracePredicate::Warmup => warmup(&m, &variants, need),
+        TracePredicate::Synced => synced(&m, &variants),
+        TracePredicate::Repeats => repeats(&m, &variants, need, per),
+        TracePredicate::Median => median(&m, &variants, spec, stream, env),
     }
 }
 
-fn predicate(p: TracePredicate, spec: &TraceSpec, events: &[Event], env: &Env) -> Outcome {
-    let steps = steps(events);
-    let wins = windows(events);
-    let no_steps = || {
-        Outcome::missing(
-            text!("没有观察到任何训练步", "no steps were observed"),
-            format!("{p:?}"),
-        )
+fn no_timing() -> Outcome {
+    Outcome::missing(
+        text!(
+            "没有观察到计时：没有一对读时钟的调用夹住训练步（README 列出了认可的时钟）",
+            "no timing observed: no two clock reads enclose a step (README lists the clocks that count)"
+        ),
+        "—",
+    )
+}
+
+fn same_inputs(m: &Measurement) -> Outcome {
+    let n = m.steps.len();
+    let mut off: Vec<String> = Vec::new();
+    for name in ["idx", "targets"] {
+        let k = m
+            .steps
+            .iter()
+            .filter(|s| s.inputs.get(name).map(String::as_str) != Some("batch"))
+            .count();
+        if k > 0 {
+            off.push(format!("{name} ×{k}"));
+        }
+    }
+    let good = m
+        .steps
+        .iter()
+        .filter(|s| s.inputs.values().all(|l| l == "batch") && !s.inputs.is_empty())
+        .count();
+    let measured = text!(
+        format!("{good}/{n} 次前向用给定的 batch"),
+        format!("{good}/{n} forwards on the batch")
+    );
+    if good == n {
+        return Outcome::new(
+            true,
+            measured,
+            "",
+            text!(
+                "每次前向（idx 与 targets）都用给定的 batch",
+                "every forward used the batch handed over (idx and targets)"
+            ),
+        );
+    }
+    let off = off.join(", ");
+    Outcome::new(
+        false,
+        measured,
+        "",
+        text!(
+            format!("{} 次前向没有用给定的输入（{off}）：两种方案必须在同一批 idx 与 targets 上比较", n - good),
+            format!("{} forwards ran on other inputs ({off}): both variants must be compared on the same idx and targets", n - good)
+        ),
+    )
+}
+
+fn warmup(m: &Measurement, variants: &[String], need: f64) -> Outcome {
+    let timed: Vec<&String> = variants.iter().filter(|v| !m.timed_of(v).is_empty()).collect();
+    if timed.is_empty() {
+        return no_timing();
+    }
+    let counts: Vec<(&String, usize)> = timed.iter().map(|v| (*v, m.warmup_of(v))).collect();
+    let measured = Text::same(
+        counts
+            .iter()
+            .map(|(v, n)| format!("{v}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let cold: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| (*n as f64) < need)
+        .map(|(v, n)| format!("{v} ({n})"))
+        .collect();
+    if cold.is_empty() {
+        return Outcome::new(
+            true,
+            measured,
+            "",
+            text!("每种方案计时前都先预热", "each variant warmed up before it was timed"),
+        );
+    }
+    let cold = cold.join(", ");
+    let need = fmt_num(need);
+    Outcome::new(
+        false,
+        measured,
+        "",
+        text!(
+            format!("计时前的不计时完整步不足 {need} 个：{cold}。首步包含一次性开销（分配、缓存），应先预热"),
+            format!("fewer than {need} whole untimed steps before timing: {cold}. First steps carry one-off costs (allocation, caches): warm up first")
+        ),
+    )
+}
+
+fn synced(m: &Measurement, variants: &[String]) -> Outcome {
+    let mut ivs = Vec::new();
+    for v in variants {
+        for iv in m.timed_of(v) {
+            if !ivs.contains(&iv) {
+                ivs.push(iv);
+            }
+        }
+    }
+    if ivs.is_empty() {
+        return no_timing();
+    }
+    let (mut bad_open, mut bad_close) = (0, 0);
+    for iv in &ivs {
+        let (o, c) = m.synced(iv);
+        bad_open += usize::from(!o);
+        bad_close += usize::from(!c);
+    }
+    let bad = ivs.iter().filter(|iv| m.synced(iv) != (true, true)).count();
+    let n = ivs.len();
+    let measured = text!(
+        format!("{}/{n} 个计时窗口已同步", n - bad),
+        format!("{}/{n} timed windows synced", n - bad)
+    );
+    if bad == 0 {
+        return Outcome::new(
+            true,
+            measured,
+            "",
+            text!("每次读时钟前都同步了设备", "the device was synced before every clock read"),
+        );
+    }
+    Outcome::new(
+        false,
+        measured,
+        "",
+        text!(
+            format!("{bad} 个计时窗口读时钟前没有 sync()（开始 {bad_open} 次，结束 {bad_close} 次）：GPU 异步执行，测到的是排队时间"),
+            format!("{bad} timed windows read the clock without sync() first ({bad_open} opening, {bad_close} closing reads): on a GPU that times the queue, not the work")
+        ),
+    )
+}
+
+fn repeats(m: &Measurement, variants: &[String], need: f64, per: usize) -> Outcome {
+    let counts: Vec<(&String, usize)> = variants.iter().map(|v| (v, m.windows_of(v).len())).collect();
+    let measured = Text::same(
+        counts
+            .iter()
+            .map(|(v, n)| format!("{v}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let short: Vec<String> = counts
+        .iter()
+        .filter(|(_, n)| (*n as f64) < need)
+        .map(|(v, n)| format!("{v} ({n})"))
+        .collect();
+    if short.is_empty() {
+        return Outcome::new(
+            true,
+            measured,
+            "",
+            text!("重复计时足够，可取中位数", "enough timed repeats to take a median"),
+        );
+    }
+    let short = short.join(", ");
+    let need = fmt_num(need);
+    // what the timing looked like instead: one block of many steps, or none at all
+    let blocks: Vec<usize> = m.intervals.iter().map(|iv| iv.steps.len()).filter(|&n| n != per).collect();
+    let (hint_zh, hint_en) = match blocks.iter().max() {
+        Some(&n) if n > per => (
+            format!("；有一个计时窗口包含 {n} 步：应每 {per} 步单独计时"),
+            format!("; one timed window held {n} steps: time each {per}-step repeat on its own"),
+        ),
+        _ => (String::new(), String::new()),
     };
-    if steps.is_empty() {
-        return no_steps();
+    Outcome::new(
+        false,
+        measured,
+        "",
+        text!(
+            format!("计时窗口（每个恰好 {per} 个完整步）少于 {need} 个：{short}{hint_zh}。单次计时不可复现，应取多次的中位数"),
+            format!("fewer than {need} timed windows of exactly {per} whole step(s): {short}{hint_en}. A single timing does not reproduce; take the median of several")
+        ),
+    )
+}
+
+fn median(m: &Measurement, variants: &[String], spec: &TraceSpec, stream: &str, env: &Env) -> Outcome {
+    let report = spec.report.as_deref().unwrap_or("step_s");
+    let mut measured = Vec::new();
+    let mut bad_zh = Vec::new();
+    let mut bad_en = Vec::new();
+    for v in variants {
+        let key = format!("{stream}.{v}.{report}");
+        let reported = match env.evidence.number(&key) {
+            Ok(x) => x,
+            Err(why) => return Outcome::missing(why, ""),
+        };
+        let durations: Vec<f64> = m.windows_of(v).iter().filter_map(|iv| iv.duration).collect();
+        let n = durations.len();
+        let Some((lo, hi)) = median_range(&durations) else {
+            measured.push(format!("{v}: {} / —", fmt_num(reported)));
+            bad_zh.push(format!("{v} 没有可用的计时窗口，无法核对报告的 {}", fmt_num(reported)));
+            bad_en.push(format!("{v} has no timed window to check the reported {} against", fmt_num(reported)));
+            continue;
+        };
+        let med = (lo + hi) / 2.0;
+        measured.push(format!("{v}: {} / {}", fmt_num(reported), fmt_num(med)));
+        if close_to(reported, lo, hi) {
+            continue;
+        }
+        let mean = durations.iter().sum::<f64>() / n as f64;
+        let min = durations.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = durations.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let (is_zh, is_en) = if close_to(reported, mean, mean) {
+            ("（这是平均值）", " (that is their mean)")
+        } else if close_to(reported, min, min) {
+            ("（这是最小值）", " (that is their minimum)")
+        } else if close_to(reported, max, max) {
+            ("（这是最大值）", " (that is their maximum)")
+        } else {
+            ("", "")
+        };
+        bad_zh.push(format!(
+            "{v} 报告 {} s{is_zh}，但它的 {n} 个计时窗口的中位数是 {} s（范围 {}–{} s）",
+            fmt_num(reported),
+            fmt_num(med),
+            fmt_num(min),
+            fmt_num(max)
+        ));
+        bad_en.push(format!(
+            "{v} reports {} s{is_en}, but the median of its {n} timed windows is {} s (range {}–{} s)",
+            fmt_num(reported),
+            fmt_num(med),
+            fmt_num(min),
+            fmt_num(max)
+        ));
     }
-    match p {
-        TracePredicate::SameInputs => {
-            let others: Vec<&Step> = steps.iter().filter(|s| s.input != "batch").collect();
-            let measured = format!(
-                "{}/{} steps on the batch",
-                steps.len() - others.len(),
-                steps.len()
-            );
-            let bound = "every step on the given batch".to_string();
-            if others.is_empty() {
-                return Outcome {
-                    pass: true,
-                    measured,
-                    bound,
-                    why: text!(
-                        "所有步骤都用同一批输入",
-                        "every step used the batch handed over"
-                    ),
-                };
-            }
-            let variants: Vec<&str> = {
-                let mut v: Vec<&str> = others.iter().map(|s| s.variant).collect();
-                v.dedup();
-                v
-            };
-            Outcome {
-                pass: false,
-                measured,
-                bound,
-                why: text!(
-                    format!("{} 个步骤用了别的输入（{}）：两种方案必须用同一批输入比较", others.len(), variants.join("/")),
-                    format!("{} steps ran on other inputs ({}): both variants must be compared on the same batch", others.len(), variants.join("/"))
-                ),
-            }
-        }
-        TracePredicate::Warmup => {
-            let bound = "≥ 1 untimed step per variant before its first timed step".to_string();
-            if wins.is_empty() {
-                return Outcome::missing(
-                    text!(
-                        "没有观察到计时（time.perf_counter 读数）",
-                        "no timing observed (no time.perf_counter reads)"
-                    ),
-                    bound,
-                );
-            }
-            let mut per: BTreeMap<&str, (usize, bool)> = BTreeMap::new(); // untimed-before-first-timed, seen timed
-            for s in &steps {
-                let entry = per.entry(s.variant).or_insert((0, false));
-                if in_window(s.pos, &wins) {
-                    entry.1 = true;
-                } else if !entry.1 {
-                    entry.0 += 1;
-                }
-            }
-            let measured = per
-                .iter()
-                .map(|(v, (n, _))| format!("{v}: {n} warm-up"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let cold: Vec<&str> = per
-                .iter()
-                .filter(|(_, (n, timed))| *timed && *n == 0)
-                .map(|(v, _)| *v)
-                .collect();
-            if cold.is_empty() {
-                Outcome {
-                    pass: true,
-                    measured,
-                    bound,
-                    why: text!(
-                        "每种方案计时前都先预热",
-                        "each variant warmed up before it was timed"
-                    ),
-                }
-            } else {
-                Outcome {
-                    pass: false,
-                    measured,
-                    bound,
-                    why: text!(
-                        format!("{} 的第一步就被计时：没有预热（首步包含一次性开销）", cold.join("/")),
-                        format!("the first step of {} was timed: no warm-up (first steps carry one-off costs)", cold.join("/"))
-                    ),
-                }
-            }
-        }
-        TracePredicate::Synced => {
-            let bound = "sync before every clock read around a step".to_string();
-            if wins.is_empty() {
-                return Outcome::missing(
-                    text!(
-                        "没有观察到计时（time.perf_counter 读数）",
-                        "no timing observed (no time.perf_counter reads)"
-                    ),
-                    bound,
-                );
-            }
-            let has_sync = |from: usize, to: usize| events[from..to].iter().any(|e| e.e == "sync");
-            let mut timed = 0;
-            let mut bad = 0;
-            for &(open, close) in &wins {
-                let inside: Vec<&Step> = steps
-                    .iter()
-                    .filter(|s| open < s.pos && s.pos < close)
-                    .collect();
-                let Some(last) = inside.last() else { continue };
-                timed += 1;
-                let before = steps.iter().rev().find(|s| s.pos < open).map(|s| s.pos);
-                let open_ok = before.is_none_or(|b| has_sync(b, open));
-                let close_ok = has_sync(last.pos, close);
-                if !(open_ok && close_ok) {
-                    bad += 1;
-                }
-            }
-            let measured = format!("{}/{} timed windows synced", timed - bad, timed);
-            if timed == 0 {
-                return Outcome::missing(
-                    text!("计时窗口里没有训练步", "no step ran inside a timed window"),
-                    bound,
-                );
-            }
-            if bad == 0 {
-                Outcome {
-                    pass: true,
-                    measured,
-                    bound,
-                    why: text!(
-                        "每次读时钟前都同步了设备",
-                        "the device was synced before every clock read"
-                    ),
-                }
-            } else {
-                Outcome {
-                    pass: false,
-                    measured,
-                    bound,
-                    why: text!(
-                        format!("{bad} 个计时窗口在读时钟前没有调用 sync()：GPU 异步执行，测到的是排队时间"),
-                        format!("{bad} timed windows read the clock without calling sync() first: on a GPU that times the queue, not the work")
-                    ),
-                }
-            }
-        }
-        TracePredicate::Repeats => {
-            let need = env.resolve(&spec.min).unwrap_or(1.0);
-            let bound = format!("≥ {} timed windows per variant", fmt_num(need));
-            let mut per: BTreeMap<&str, usize> = BTreeMap::from([("off", 0), ("on", 0)]);
-            for &(open, close) in &wins {
-                let inside: Vec<&Step> = steps
-                    .iter()
-                    .filter(|s| open < s.pos && s.pos < close)
-                    .collect();
-                if let Some(first) = inside.first() {
-                    if inside.iter().all(|s| s.variant == first.variant) {
-                        *per.entry(first.variant).or_default() += 1;
-                    }
-                }
-            }
-            let measured = per
-                .iter()
-                .map(|(v, n)| format!("{v}: {n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let short: Vec<&str> = per
-                .iter()
-                .filter(|(_, n)| (**n as f64) < need)
-                .map(|(v, _)| *v)
-                .collect();
-            if short.is_empty() {
-                Outcome {
-                    pass: true,
-                    measured,
-                    bound,
-                    why: text!(
-                        "重复计时足够，可取中位数",
-                        "enough timed repeats to take a median"
-                    ),
-                }
-            } else {
-                Outcome {
-                    pass: false,
-                    measured,
-                    bound,
-                    why: text!(
-                        format!("{} 的计时次数不足：单次计时不可复现，应取多次的中位数", short.join("/")),
-                        format!("too few timed repeats for {}: a single timing is not reproducible; take the median of several", short.join("/"))
-                    ),
-                }
-            }
-        }
+    let measured = text!(
+        format!("报告/中位数 {}", measured.join(", ")),
+        format!("reported/median {}", measured.join(", "))
+    );
+    if bad_en.is_empty() {
+        return Outcome::new(
+            true,
+            measured,
+            "",
+            text!(
+                "报告的数值就是计时窗口的中位数（由评分器记录的时钟读数重建）",
+                "the reported numbers are the medians of the timed windows (rebuilt from the clock values the grader recorded)"
+            ),
+        );
     }
+    Outcome::new(
+        false,
+        measured,
+        "",
+        text!(bad_zh.join("；"), bad_en.join("; ")),
+    )
 }

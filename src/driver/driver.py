@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+import timeit
 import traceback
 
 ENV_BROKEN = 4  # exit status: torch/safetensors/numpy missing (reported as "could not grade")
@@ -37,7 +38,11 @@ class Ctx:
         self.tensors = {}
         self.sub = None
         self.trace = None  # the event list being recorded, if any
-        self.clock = _perf_counter
+        self.clock = _perf_counter  # the grader's own clock (never virtual, never recorded)
+        self.ckpt_calls = 0  # every torch.utils.checkpoint.checkpoint call, traced or not
+        self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
+        self.lib = None  # lib.py: instruments the scenarios share
+        self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
         self.ProbeFailed = ProbeFailed
 
     # -- observations -------------------------------------------------------------------------
@@ -87,6 +92,7 @@ class _Probe:
 
     def __enter__(self):
         self.start = _perf_counter()
+        self.ctx.current_probe = self.name
         self.ctx.probes[self.name] = {"ok": False, "error": "did not finish", "seconds": None}
         return self
 
@@ -94,6 +100,8 @@ class _Probe:
         rec = self.ctx.probes[self.name]
         rec["seconds"] = _perf_counter() - self.start
         self.ctx.trace = None
+        self.ctx.virtual_now = None
+        self.ctx.current_probe = None
         if exc is None:
             rec.update(ok=True, error=None)
             return False
@@ -128,6 +136,7 @@ def _instrument(ctx):
     real_checkpoint = cp_mod.checkpoint
 
     def counting_checkpoint(function, *args, **kwargs):
+        ctx.ckpt_calls += 1
         ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
         return real_checkpoint(function, *args, **kwargs)
 
@@ -135,18 +144,8 @@ def _instrument(ctx):
     counting_checkpoint.__doc__ = real_checkpoint.__doc__
     cp_mod.checkpoint = counting_checkpoint
 
-    real_clocks = {}
-    for name in ("perf_counter", "perf_counter_ns", "monotonic", "time"):
-        real = getattr(time, name)
-        real_clocks[name] = real
-
-        def clock(_real=real, _name=name):
-            # only the submission's own clock reads are events (torch may read clocks too)
-            if ctx.trace is not None and sys._getframe(1).f_code.co_filename.endswith("submission.py"):
-                ctx.event("timer", clock=_name)
-            return _real()
-
-        setattr(time, name, clock)
+    _install_clocks(ctx)
+    _install_cuda_events(ctx, torch)
 
     watched = {
         "torch.utils.checkpoint.checkpoint": (lambda: cp_mod.checkpoint, counting_checkpoint),
@@ -158,9 +157,12 @@ def _instrument(ctx):
         "torch.autograd.backward": (lambda: torch.autograd.backward, torch.autograd.backward),
         "torch.allclose": (lambda: torch.allclose, torch.allclose),
         "torch.equal": (lambda: torch.equal, torch.equal),
-        "time.perf_counter": (lambda: time.perf_counter, time.perf_counter),
     }
+    for name in CLOCKS:
+        watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
+    watched["timeit.default_timer"] = (lambda: timeit.default_timer, timeit.default_timer)
     if torch.cuda.is_available():
+        watched["torch.cuda.Event"] = (lambda: torch.cuda.Event, torch.cuda.Event)
         watched["torch.cuda.synchronize"] = (lambda: torch.cuda.synchronize, torch.cuda.synchronize)
         watched["torch.cuda.max_memory_allocated"] = (
             lambda: torch.cuda.max_memory_allocated,
@@ -169,14 +171,94 @@ def _instrument(ctx):
     return watched
 
 
-def _load_submission(path):
+# The clocks a submission may time with: name -> (family, nanoseconds?). Reads of one family pair
+# up into windows; `_ns` reads keep their integer value so durations are rebuilt exactly.
+CLOCKS = {
+    "perf_counter": ("perf_counter", False),
+    "perf_counter_ns": ("perf_counter", True),
+    "monotonic": ("monotonic", False),
+    "monotonic_ns": ("monotonic", True),
+    "time": ("time", False),
+    "time_ns": ("time", True),
+}
+
+
+def _from_submission(depth=2):
+    """Was the function `depth` frames up called from the submission's own code?"""
+    try:
+        return sys._getframe(depth).f_code.co_filename.endswith("submission.py")
+    except ValueError:
+        return False
+
+
+def _install_clocks(ctx):
+    """Wrap every clock of `CLOCKS` (and `timeit.default_timer`, which `import torch` bound to the
+    unwrapped perf_counter): each read the submission makes is a `timer` event carrying the value
+    returned, so the grader rebuilds every window's duration. During a virtual-time probe the
+    submission's reads return the simulated device's clock instead."""
+    import timeit
+
+    for name, (family, ns) in CLOCKS.items():
+        real = getattr(time, name)
+
+        def clock(_real=real, _family=family, _ns=ns):
+            mine = _from_submission()
+            if mine and ctx.virtual_now is not None:
+                secs = float(ctx.virtual_now())
+                value = int(round(secs * 1e9)) if _ns else secs
+            else:
+                value = _real()
+            if mine and ctx.trace is not None:
+                if _ns:
+                    ctx.event("timer", clock=_family, v=value / 1e9, ns=value)
+                else:
+                    ctx.event("timer", clock=_family, v=value)
+            return value
+
+        clock.__name__ = name
+        setattr(time, name, clock)
+    timeit.default_timer = time.perf_counter
+
+
+def _install_cuda_events(ctx, torch):
+    """On CUDA, `torch.cuda.Event(enable_timing=True)` is a clock too: `record()` is a read of the
+    device's own clock (no host sync needed), `elapsed_time()` gives the window's duration."""
+    if not torch.cuda.is_available():
+        return
+    base = torch.cuda.Event
+    counter = [0]
+
+    class Event(base):
+        def record(self, stream=None):
+            if _from_submission():
+                counter[0] += 1
+                self._grade_id = counter[0]
+                ctx.event("timer", clock="cuda_event", id=counter[0])
+            return super().record(stream)
+
+        def elapsed_time(self, end_event):
+            ms = super().elapsed_time(end_event)
+            a, b = getattr(self, "_grade_id", None), getattr(end_event, "_grade_id", None)
+            if a is not None and b is not None:
+                ctx.event("elapsed", a=a, b=b, v=ms / 1e3)
+            return ms
+
+    Event.__name__ = Event.__qualname__ = "Event"
+    torch.cuda.Event = Event
+
+
+def _load_module(name, path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("submission", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["submission"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _load_submission(path):
+    return _load_module("submission", path)
 
 
 def main():
@@ -201,11 +283,8 @@ def main():
     ctx = Ctx(job, nonce)
     watched = _instrument(ctx)
 
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("grade_scenario", job["scenario"])
-    scenario = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(scenario)
+    ctx.lib = _load_module("grade_lib", os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.py"))
+    scenario = _load_module("grade_scenario", job["scenario"])
 
     with ctx.probe("load"):
         ctx.sub = _load_submission(job["submission"])

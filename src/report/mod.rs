@@ -7,6 +7,7 @@ use crate::checks::{Status, Verdict};
 use crate::error::exit;
 use crate::i18n::{Lang, Text};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
@@ -32,6 +33,9 @@ pub struct Report {
     pub run_failure: Option<Text>,
     /// The last lines the submission wrote to stderr, when something failed.
     pub stderr_tail: Option<String>,
+    /// Probes that did not finish, with their error (named once; verdicts point here).
+    #[serde(default)]
+    pub failed_probes: BTreeMap<String, String>,
 }
 
 impl Summary {
@@ -78,9 +82,15 @@ pub trait Exporter {
     fn render(&self, report: &Report, lang: Lang) -> String;
 }
 
+/// The default look: the brief table for people.
 pub fn exporter(format: Format, color: bool) -> Box<dyn Exporter> {
+    exporter_with(format, color, false)
+}
+
+/// `verbose`: the full table with every criterion's reason (`--verbose`).
+pub fn exporter_with(format: Format, color: bool, verbose: bool) -> Box<dyn Exporter> {
     match format {
-        Format::Table => Box::new(table::TableExporter { color }),
+        Format::Table => Box::new(table::TableExporter { color, verbose }),
         Format::Json => Box::new(json::JsonExporter),
         Format::Yaml => Box::new(yaml::YamlExporter),
     }

@@ -1,13 +1,18 @@
-//! `--format table` (default): a verdict table people read, then a summary line. Colour only when
-//! asked for (a terminal, and `NO_COLOR` unset).
+//! `--format table` (default), for people. Brief by default: one line per criterion (verdict,
+//! title, measured against bound), the reason and the common mistake only under failed ones, a
+//! failed probe named once with the criteria it blocks, then the summary. `--verbose`: the full
+//! table (tabled) with every reason. Every cell in the chosen language; colour only when asked
+//! for (a terminal, and `NO_COLOR` unset).
 use super::{Exporter, Report};
-use crate::checks::Status;
+use crate::checks::{Status, Verdict};
 use crate::i18n::Lang;
 use tabled::settings::{object::Columns, Modify, Style, Width};
 use tabled::{builder::Builder, settings::Alignment};
+use unicode_width::UnicodeWidthStr;
 
 pub struct TableExporter {
     pub color: bool,
+    pub verbose: bool,
 }
 
 fn paint(s: &str, code: &str, on: bool) -> String {
@@ -18,11 +23,23 @@ fn paint(s: &str, code: &str, on: bool) -> String {
     }
 }
 
-impl Exporter for TableExporter {
-    fn render(&self, r: &Report, lang: Lang) -> String {
+fn pad(s: &str, width: usize) -> String {
+    format!("{s}{}", " ".repeat(width.saturating_sub(s.width())))
+}
+
+impl TableExporter {
+    fn status(&self, v: &Verdict, zh: bool) -> String {
+        let (label, code) = match v.status {
+            Status::Pass => (if zh { "✔ 通过" } else { "✔ PASS" }, "32"),
+            Status::Fail => (if zh { "✘ 未通过" } else { "✘ FAIL" }, "31;1"),
+            Status::Skip => (if zh { "– 跳过" } else { "– SKIP" }, "2"),
+        };
+        paint(&pad(label, 8), code, self.color)
+    }
+
+    fn header(&self, r: &Report, lang: Lang) -> String {
         let zh = lang == Lang::Zh;
-        let mut out = String::new();
-        out.push_str(&format!(
+        format!(
             "{} {} — {}\n{}: {}   {}: {}   seed: {}\n",
             if zh { "练习" } else { "Exercise" },
             r.exercise,
@@ -32,7 +49,68 @@ impl Exporter for TableExporter {
             if zh { "设备" } else { "device" },
             r.device,
             r.seed
-        ));
+        )
+    }
+
+    fn brief(&self, r: &Report, lang: Lang) -> String {
+        let zh = lang == Lang::Zh;
+        let width = r
+            .verdicts
+            .iter()
+            .map(|v| v.title.get(lang).width())
+            .max()
+            .unwrap_or(0)
+            .min(48);
+        let mut out = String::new();
+        for v in &r.verdicts {
+            let title = v.title.get(lang);
+            let measured = v.measured.get(lang);
+            let bound = v.bound.get(lang);
+            let against = match (v.status, measured, bound) {
+                (Status::Skip, ..) => v.why.get(lang).to_string(),
+                (_, "—", _) if v.blocked_by.is_some() => String::new(),
+                (_, m, "" | "—") => m.to_string(),
+                (_, m, b) => format!("{m}  ({} {b})", if zh { "界限" } else { "bound" }),
+            };
+            out.push_str(&format!(
+                "{} {}  {}\n",
+                self.status(v, zh),
+                pad(title, width),
+                against
+            ));
+            if v.status != Status::Fail {
+                continue;
+            }
+            let indent = " ".repeat(10);
+            if let Some(p) = &v.blocked_by {
+                out.push_str(&format!(
+                    "{indent}{}\n",
+                    if zh {
+                        format!("↳ 探针 `{p}` 失败，见下方")
+                    } else {
+                        format!("↳ probe `{p}` failed, see below")
+                    }
+                ));
+                continue;
+            }
+            out.push_str(&format!(
+                "{indent}{}{}\n",
+                if zh { "原因：" } else { "why: " },
+                v.why.get(lang)
+            ));
+            if let Some(c) = &v.catches {
+                out.push_str(&format!(
+                    "{indent}{}{}\n",
+                    if zh { "常见错误：" } else { "common mistake: " },
+                    c.get(lang)
+                ));
+            }
+        }
+        out
+    }
+
+    fn full(&self, r: &Report, lang: Lang) -> String {
+        let zh = lang == Lang::Zh;
         let mut b = Builder::default();
         b.push_record(if zh {
             ["准则", "结果", "测得", "界限", "说明"]
@@ -40,11 +118,6 @@ impl Exporter for TableExporter {
             ["criterion", "verdict", "measured", "bound", "why"]
         });
         for v in &r.verdicts {
-            let status = match v.status {
-                Status::Pass => paint(if zh { "✔ 通过" } else { "✔ PASS" }, "32", self.color),
-                Status::Fail => paint(if zh { "✘ 未通过" } else { "✘ FAIL" }, "31;1", self.color),
-                Status::Skip => paint(if zh { "– 跳过" } else { "– SKIP" }, "2", self.color),
-            };
             let mut why = v.why.get(lang).to_string();
             if v.status == Status::Fail {
                 if let Some(c) = &v.catches {
@@ -58,9 +131,9 @@ impl Exporter for TableExporter {
             }
             b.push_record([
                 format!("{}\n{}", v.id, v.title.get(lang)),
-                status,
-                v.measured.clone(),
-                v.bound.clone(),
+                self.status(v, zh).trim_end().to_string(),
+                v.measured.get(lang).to_string(),
+                v.bound.get(lang).to_string(),
                 why,
             ]);
         }
@@ -71,8 +144,46 @@ impl Exporter for TableExporter {
             .with(Modify::new(Columns::new(2..4)).with(Width::wrap(26).keep_words(true)))
             .with(Modify::new(Columns::new(4..5)).with(Width::wrap(48).keep_words(true)))
             .with(Modify::new(Columns::new(1..2)).with(Alignment::left()));
-        out.push_str(&table.to_string());
-        out.push('\n');
+        format!("{table}\n")
+    }
+
+    /// Each failed probe once: its error and the criteria it left without evidence.
+    fn probes(&self, r: &Report, lang: Lang) -> String {
+        let zh = lang == Lang::Zh;
+        let mut out = String::new();
+        for (probe, error) in &r.failed_probes {
+            let blocked: Vec<&str> = r
+                .verdicts
+                .iter()
+                .filter(|v| v.status == Status::Fail && v.blocked_by.as_deref() == Some(probe))
+                .map(|v| v.id.as_str())
+                .collect();
+            if blocked.is_empty() && !self.verbose {
+                continue;
+            }
+            out.push_str(&if zh {
+                format!("探针 `{probe}` 失败：{error}\n")
+            } else {
+                format!("probe `{probe}` failed: {error}\n")
+            });
+            if !blocked.is_empty() {
+                out.push_str(&format!(
+                    "  {}{}\n",
+                    if zh {
+                        "因此无法评分："
+                    } else {
+                        "so these could not be graded: "
+                    },
+                    blocked.join(", ")
+                ));
+            }
+        }
+        out
+    }
+
+    fn footer(&self, r: &Report, lang: Lang) -> String {
+        let zh = lang == Lang::Zh;
+        let mut out = String::new();
         if let Some(f) = &r.run_failure {
             out.push_str(&format!(
                 "{} {}\n",
@@ -82,7 +193,7 @@ impl Exporter for TableExporter {
         }
         if let Some(tail) = &r.stderr_tail {
             let lines: Vec<&str> = tail.lines().collect();
-            let start = lines.len().saturating_sub(15);
+            let start = lines.len().saturating_sub(if self.verbose { 15 } else { 6 });
             out.push_str(if zh {
                 "提交程序 stderr 的最后几行：\n"
             } else {
@@ -93,17 +204,18 @@ impl Exporter for TableExporter {
             }
         }
         let s = &r.summary;
+        let skipped = |zh: bool| match (s.skipped, zh) {
+            (0, _) => String::new(),
+            (n, true) => format!("，{n} 项跳过"),
+            (n, false) => format!(", {n} skipped"),
+        };
         let line = if zh {
             format!(
                 "{}/{} 项通过，{} 项未通过{}；得分 {}/{}（运行 {:.1} s）",
                 s.passed,
                 s.passed + s.failed,
                 s.failed,
-                if s.skipped > 0 {
-                    format!("，{} 项跳过", s.skipped)
-                } else {
-                    String::new()
-                },
+                skipped(true),
                 s.points,
                 s.max_points,
                 r.run_s
@@ -114,11 +226,7 @@ impl Exporter for TableExporter {
                 s.passed,
                 s.passed + s.failed,
                 s.failed,
-                if s.skipped > 0 {
-                    format!(", {} skipped", s.skipped)
-                } else {
-                    String::new()
-                },
+                skipped(false),
                 s.points,
                 s.max_points,
                 r.run_s
@@ -130,6 +238,25 @@ impl Exporter for TableExporter {
             self.color,
         ));
         out.push('\n');
+        out
+    }
+}
+
+impl Exporter for TableExporter {
+    fn render(&self, r: &Report, lang: Lang) -> String {
+        let mut out = self.header(r, lang);
+        out.push('\n');
+        out.push_str(&if self.verbose {
+            self.full(r, lang)
+        } else {
+            self.brief(r, lang)
+        });
+        let probes = self.probes(r, lang);
+        if !probes.is_empty() {
+            out.push('\n');
+            out.push_str(&probes);
+        }
+        out.push_str(&self.footer(r, lang));
         out
     }
 }

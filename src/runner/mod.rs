@@ -18,6 +18,8 @@ use tch::Tensor;
 
 /// The grader's own Python code, embedded in the binary and written out for each run.
 pub const DRIVER_PY: &str = include_str!("../driver/driver.py");
+/// Instruments the scenarios share (observed model, simulated device), beside the driver.
+pub const LIB_PY: &str = include_str!("../driver/lib.py");
 /// The driver's exit status when its own imports (torch, safetensors) fail: the grader cannot grade.
 const DRIVER_ENV_BROKEN: i32 = 4;
 
@@ -108,6 +110,7 @@ impl Executor for PythonExecutor {
         })?;
         let driver = tmp.join("driver.py");
         std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
+        std::fs::write(tmp.join("lib.py"), LIB_PY).context("writing the driver's lib.py")?;
         let inputs = tmp.join("inputs.safetensors");
         req.workload.write(&inputs)?;
         let ex = req.exercise;

@@ -94,30 +94,65 @@ pub struct RangeSpec {
     pub max: Option<Operand>,
 }
 
-/// What a trace check asserts.
+/// What a trace check asserts about a student's measurement (see `measurement.rs`).
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum TracePredicate {
-    /// Every step was fed the batch the grader handed over.
+    /// Every forward (whole step or not) ran on the inputs the grader handed over.
     SameInputs,
-    /// Each variant ran at least one untimed step before its first timed window.
+    /// Each variant ran at least `min` (default 1) whole untimed steps before its first timed one.
     Warmup,
-    /// A sync sits between each step and the next timer read.
+    /// A `sync()` sits between the work and each clock read of every timed interval.
     Synced,
-    /// Each variant has at least `min` timed windows.
+    /// Each variant has at least `min` timed windows (of `per` whole steps each).
     Repeats,
+    /// The reported `{stream}.{variant}.{report}` is the median of the variant's windows.
+    Median,
+}
+
+/// One stream name or a list of them: a trace check holds for every stream it names.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Streams {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Streams {
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Streams::One(s) => vec![s.as_str()],
+            Streams::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSpec {
-    pub stream: String,
-    /// Count events of this kind (`ckpt`, `sync`, `timer`, `embed`) ...
+    /// The trace(s): `compare.run1`, or `[compare.run1, compare.run2]`.
+    pub stream: Streams,
+    /// Count events of this kind (`ckpt`, `sync`, `timer`, `step`, `step_done`) ...
     #[serde(default)]
     pub count: Option<String>,
-    /// ... or check a predicate over the whole trace.
+    /// ... or hold this numeric field of every selected event within the bounds ...
+    #[serde(default)]
+    pub each: Option<String>,
+    /// (`count`/`each`: only events whose fields equal these, e.g. `{grad: true}`)
+    #[serde(default, rename = "where")]
+    pub filter: Option<serde_yaml::Mapping>,
+    /// ... or check a predicate over the student's measurement.
     #[serde(default)]
     pub expect: Option<TracePredicate>,
+    /// `median`: the reported metric under `{stream}.{variant}.`.
+    #[serde(default)]
+    pub report: Option<String>,
+    /// Variants that must each be measured (default: those observed).
+    #[serde(default)]
+    pub variants: Option<Vec<String>>,
+    /// Whole steps in one timed repeat (default 1).
+    #[serde(default)]
+    pub per: Option<Operand>,
     #[serde(default)]
     pub equals: Option<Operand>,
     #[serde(default)]
@@ -282,29 +317,45 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
         }
         Check::Ratio(r) => bounds(&r.min, &r.max),
         Check::Range(r) => bounds(&r.min, &r.max),
-        Check::Trace(t) => match (&t.count, t.expect) {
-            (Some(kind), None) => {
-                const KINDS: [&str; 4] = ["ckpt", "sync", "timer", "embed"];
-                if !KINDS.contains(&kind.as_str()) {
-                    return Err(format!(
-                        "count: unknown event `{kind}`; allowed: {}",
-                        KINDS.join(", ")
-                    ));
-                }
+        Check::Trace(t) => {
+            if t.stream.names().is_empty() {
+                return Err("stream: name at least one trace".into());
+            }
+            operand(&t.per, "per")?;
+            let counted = |what: &str| -> Result<(), String> {
                 if t.equals.is_some() && (t.min.is_some() || t.max.is_some()) {
-                    return Err("give equals, or min/max, not both".into());
+                    return Err(format!("{what}: give equals, or min/max, not both"));
                 }
                 match &t.equals {
                     Some(_) => operand(&t.equals, "equals").map(|_| ()),
                     None => bounds(&t.min, &t.max),
                 }
+            };
+            match (&t.count, &t.each, t.expect) {
+                (Some(kind), None, None) => {
+                    const KINDS: [&str; 5] = ["ckpt", "sync", "timer", "step", "step_done"];
+                    if !KINDS.contains(&kind.as_str()) {
+                        return Err(format!(
+                            "count: unknown event `{kind}`; allowed: {}",
+                            KINDS.join(", ")
+                        ));
+                    }
+                    counted("count")
+                }
+                (None, Some(_), None) => counted("each"),
+                (None, None, Some(TracePredicate::Repeats)) => operand(&t.min, "min")?
+                    .map(|_| ())
+                    .ok_or_else(|| "expect: repeats needs min (e.g. `$params.repeats`)".into()),
+                (None, None, Some(TracePredicate::Median)) => match &t.report {
+                    Some(_) => Ok(()),
+                    None => Err("expect: median needs report: (the metric, e.g. `step_s`)".into()),
+                },
+                (None, None, Some(_)) => operand(&t.min, "min").map(|_| ()),
+                _ => Err(
+                    "a trace check needs exactly one of `count:`, `each:` or `expect:`".into(),
+                ),
             }
-            (None, Some(TracePredicate::Repeats)) => operand(&t.min, "min")?
-                .map(|_| ())
-                .ok_or_else(|| "expect: repeats needs min (e.g. `$params.repeats`)".into()),
-            (None, Some(_)) => Ok(()),
-            _ => Err("a trace check needs exactly one of `count:` or `expect:`".into()),
-        },
+        }
         Check::Answer(a) => {
             if a.expected.is_empty() {
                 Err("expected: list at least one accepted answer".into())
