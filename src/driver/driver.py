@@ -47,6 +47,18 @@ class Ctx:
 
     # -- observations -------------------------------------------------------------------------
     def metric(self, key, value):
+        if isinstance(value, (list, tuple)):  # a list of numbers stays a JSON list (else repr)
+            try:
+                items = [v.item() if hasattr(v, "item") else v for v in value]
+            except Exception:  # e.g. a tensor of several elements
+                items = [None]
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items) and all(
+                v == v and v not in (float("inf"), float("-inf")) for v in items
+            ):
+                self.metrics[key] = [float(v) if isinstance(v, float) else v for v in items]
+            else:
+                self.metrics[key] = repr(value)[:200]
+            return
         if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
             value = value.item()
         if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
