@@ -3,6 +3,7 @@
 pub mod answer;
 pub mod close;
 pub mod range;
+pub mod ranking;
 pub mod ratio;
 pub mod reproducible;
 pub mod trace;
@@ -97,6 +98,7 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Trace(t) => trace::evaluate(t, env),
         Check::Answer(a) => answer::evaluate(a, env),
         Check::Reproducible(r) => reproducible::evaluate(r, env),
+        Check::Ranking(r) => ranking::evaluate(r, env),
         Check::All(checks) => {
             let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();
             let failed: Vec<&Outcome> = outs.iter().filter(|o| !o.pass).collect();

@@ -58,6 +58,8 @@ pub enum Check {
     Answer(AnswerSpec),
     /// The same quantities measured in two runs agree.
     Reproducible(ReproducibleSpec),
+    /// A ranked list (top operators) against the grader's own (lesson 02).
+    Ranking(RankingSpec),
     /// Every sub-check passes.
     All(Vec<Check>),
 }
@@ -187,6 +189,26 @@ pub struct Quantity {
     pub ratio: Option<[String; 2]>,
     /// Largest allowed max(a/b, b/a) - 1 (0 = identical, 0.6 = within a factor of 1.6).
     pub max_rel_diff: f64,
+}
+
+/// `ranking`: traces of `{e: op, name, ...}` rows, best first; see `checks/ranking.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RankingSpec {
+    pub actual: String,
+    pub expected: String,
+    /// Overlap mode: at least this many of `actual`'s names among `expected`'s first `within`
+    /// (absent: exact mode, the same names in the same order).
+    #[serde(default)]
+    pub min_overlap: Option<usize>,
+    #[serde(default)]
+    pub within: Option<usize>,
+    /// Overlap mode: both lists start with the same name.
+    #[serde(default)]
+    pub leader: bool,
+    /// Fields that must agree for names in both lists: field -> max relative difference.
+    #[serde(default)]
+    pub fields: std::collections::BTreeMap<String, f64>,
 }
 
 /// A bound: a number, or `$model.KEY` / `$params.KEY` from exercise.yaml.
@@ -379,6 +401,15 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 }
             }
             Ok(())
+        }
+        Check::Ranking(r) => {
+            if r.min_overlap.is_none() && (r.within.is_some() || r.leader) {
+                return Err("within/leader need min_overlap (overlap mode)".into());
+            }
+            match r.fields.iter().find(|(_, t)| t.is_nan() || **t < 0.0) {
+                Some((f, _)) => Err(format!("fields: {f}: the tolerance must be a number ≥ 0")),
+                None => Ok(()),
+            }
         }
         Check::All(checks) => {
             if checks.is_empty() {
