@@ -2,10 +2,14 @@
 //! returns verdicts. One file per check kind; this file dispatches and formats numbers.
 pub mod answer;
 pub mod close;
+pub mod growth;
+pub mod ledger;
 pub mod range;
 pub mod ranking;
 pub mod ratio;
 pub mod reproducible;
+pub mod series;
+pub mod stats;
 pub mod trace;
 
 use crate::i18n::Text;
@@ -93,12 +97,16 @@ impl Env<'_> {
 pub fn evaluate(check: &Check, env: &Env) -> Outcome {
     match check {
         Check::Close(c) => close::evaluate(c, env),
+        Check::Ledger(l) => ledger::evaluate(l, env),
+        Check::Growth(g) => growth::evaluate(g, env),
         Check::Ratio(r) => ratio::evaluate(r, env),
         Check::Range(r) => range::evaluate(r, env),
         Check::Trace(t) => trace::evaluate(t, env),
         Check::Answer(a) => answer::evaluate(a, env),
         Check::Reproducible(r) => reproducible::evaluate(r, env),
         Check::Ranking(r) => ranking::evaluate(r, env),
+        Check::Series(s) => series::evaluate(s, env),
+        Check::Stats(s) => stats::evaluate(s, env),
         Check::All(checks) => {
             let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();
             let failed: Vec<&Outcome> = outs.iter().filter(|o| !o.pass).collect();

@@ -52,6 +52,10 @@ pub enum Check {
     Ratio(RatioSpec),
     /// One metric within bounds.
     Range(RangeSpec),
+    /// Memory ledger rows equal the grader's, entry by entry, to the byte (lesson 03).
+    Ledger(LedgerSpec),
+    /// A growth law answered for one axis of a sweep equals the one the grader's rows follow.
+    Growth(GrowthSpec),
     /// A predicate over an observed event trace.
     Trace(TraceSpec),
     /// A recorded answer equals the expected one.
@@ -62,6 +66,64 @@ pub enum Check {
     Ranking(RankingSpec),
     /// Every sub-check passes.
     All(Vec<Check>),
+    /// A list of numbers equals the grader's list, element by element.
+    Series(SeriesSpec),
+    /// A summary of samples (median, p90, rates) equals the grader's own computation.
+    Stats(StatsSpec),
+}
+
+/// `series`: the list metric `actual` equals the list metric `expected` (relative tolerance);
+/// when it does not, the first `diagnose` list it equals names the mistake.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesSpec {
+    /// Metric prefixes: with `runs`, every key below is `{run}.{key}` and must hold in each run.
+    #[serde(default)]
+    pub runs: Option<Vec<String>>,
+    pub actual: String,
+    pub expected: String,
+    /// Largest allowed |actual - expected| / |expected| per element (0 = identical).
+    #[serde(default)]
+    pub max_rel_diff: f64,
+    #[serde(default)]
+    pub diagnose: Vec<Diagnosis>,
+}
+
+/// A list a known mistake produces, and what to tell the student when `actual` equals it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Diagnosis {
+    pub metric: String,
+    pub why: Text,
+}
+
+/// Which number of a summary `stats` recomputes.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    /// `median_s`: the median of `samples` (mean of the two middle values for an even count).
+    Median,
+    /// `p90_s`: the 90th percentile by linear interpolation (`numpy.percentile`'s default).
+    P90,
+    /// `steps_per_s` = 1 / the case's reported `median_s`.
+    StepsPerS,
+    /// `tokens_per_s` = batch × seq_len / the case's reported `median_s`.
+    TokensPerS,
+}
+
+/// `stats`: for each case prefix P, the reported `P.<stat>` equals what the grader computes from
+/// `P.samples` (and `P.batch`, `P.seq_len`) within `max_rel_diff`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsSpec {
+    pub cases: Vec<String>,
+    pub stat: Stat,
+    #[serde(default = "stats_tolerance")]
+    pub max_rel_diff: f64,
+}
+
+fn stats_tolerance() -> f64 {
+    1e-9
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -189,6 +251,29 @@ pub struct Quantity {
     pub ratio: Option<[String; 2]>,
     /// Largest allowed max(a/b, b/a) - 1 (0 = identical, 0.6 = within a factor of 1.6).
     pub max_rel_diff: f64,
+}
+
+/// `ledger`: each trace of `actual` (the submission's ledger rows) against the same-position trace
+/// of `expected` (the grader's rows: grid, optimizer, measured activations); see `checks/ledger.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerSpec {
+    pub actual: Streams,
+    pub expected: Streams,
+    /// Which of `params`, `grads`, `optimizer_state`, `activations` must equal.
+    pub entries: Vec<String>,
+}
+
+/// `growth`: the law of `value` against `axis` in the rows of trace `rows`, per `group_by` value,
+/// equals the answer recorded under metric `answer`; see `checks/growth.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrowthSpec {
+    pub rows: String,
+    pub value: String,
+    pub axis: String,
+    pub group_by: String,
+    pub answer: String,
 }
 
 /// `ranking`: traces of `{e: op, name, ...}` rows, best first; see `checks/ranking.rs`.
@@ -378,6 +463,28 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 ),
             }
         }
+        Check::Ledger(l) => {
+            if l.actual.names().len() != l.expected.names().len() || l.actual.names().is_empty() {
+                return Err("actual: and expected: name the same number (≥ 1) of traces".into());
+            }
+            if l.entries.is_empty() {
+                return Err("entries: list at least one".into());
+            }
+            match l.entries.iter().find(|e| !crate::checks::ledger::ENTRIES.contains(&e.as_str())) {
+                Some(e) => Err(format!(
+                    "entries: unknown `{e}`; allowed: {}",
+                    crate::checks::ledger::ENTRIES.join(", ")
+                )),
+                None => Ok(()),
+            }
+        }
+        Check::Growth(g) => {
+            if g.axis == g.group_by {
+                Err("axis and group_by must differ".into())
+            } else {
+                Ok(())
+            }
+        }
         Check::Answer(a) => {
             if a.expected.is_empty() {
                 Err("expected: list at least one accepted answer".into())
@@ -416,6 +523,24 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 return Err("all: list at least one check".into());
             }
             checks.iter().try_for_each(|c| validate(c, ex))
+        }
+        Check::Series(s) => {
+            if s.max_rel_diff.is_nan() || s.max_rel_diff < 0.0 {
+                return Err("max_rel_diff must be a number ≥ 0".into());
+            }
+            if s.runs.as_ref().is_some_and(Vec::is_empty) {
+                return Err("runs: list at least one metric prefix (or leave runs out)".into());
+            }
+            Ok(())
+        }
+        Check::Stats(s) => {
+            if s.cases.is_empty() {
+                return Err("cases: list at least one case prefix".into());
+            }
+            if s.max_rel_diff.is_nan() || s.max_rel_diff < 0.0 {
+                return Err("max_rel_diff must be a number ≥ 0".into());
+            }
+            Ok(())
         }
     }
 }
