@@ -2,6 +2,7 @@
 //! scenario, a nonce only the driver knows, and a leash (see `process`). Returns what it observed,
 //! or why there is nothing to observe. The `Executor` trait lets tests substitute recorded runs.
 pub mod process;
+pub mod sandbox;
 
 use crate::error::GradeError;
 use crate::i18n::Text;
@@ -59,15 +60,19 @@ pub struct RunResult {
     pub stderr_tail: String,
     pub stdout_bytes: u64,
     pub wall_s: f64,
+    /// What the sandbox could not enforce on this platform (said once in the report).
+    pub sandbox_gaps: Vec<Text>,
 }
 
 pub trait Executor {
     fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError>;
 }
 
-/// The real thing: `python -I -B driver.py job.json` under `process::run`.
+/// The real thing: `python -I -B driver.py job.json` under `process::run`, in the sandbox.
 pub struct PythonExecutor {
     pub python: PathBuf,
+    /// `sys.base_prefix` and `sys.prefix`: what the sandbox lets the interpreter read.
+    prefixes: std::sync::OnceLock<Vec<PathBuf>>,
 }
 
 impl PythonExecutor {
@@ -79,7 +84,42 @@ impl PythonExecutor {
                 reason: "not found".into(),
             });
         }
-        Ok(PythonExecutor { python })
+        Ok(PythonExecutor {
+            python,
+            prefixes: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The interpreter's installation and environment (asked once).
+    fn prefixes(&self) -> &[PathBuf] {
+        self.prefixes.get_or_init(|| {
+            let out = Command::new(&self.python)
+                .args(["-I", "-c", "import sys; print(sys.base_prefix); print(sys.prefix)"])
+                .output();
+            let mut dirs: Vec<PathBuf> = out
+                .ok()
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .map(PathBuf::from)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Ok(real) = std::fs::canonicalize(&self.python) {
+                dirs.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
+            }
+            dirs
+        })
+    }
+
+    /// What one run may read and write.
+    fn policy(&self, req: &RunRequest, tmp: &Path, extra_write: &[PathBuf]) -> sandbox::Policy {
+        let mut read = self.prefixes().to_vec();
+        read.push(req.course_path.clone());
+        read.push(req.exercise.dir.clone());
+        let mut write = vec![tmp.to_path_buf()];
+        write.extend(extra_write.iter().cloned());
+        sandbox::Policy { read, write }
     }
 }
 
@@ -166,9 +206,12 @@ impl Executor for PythonExecutor {
                 Device::Cuda => None,
             },
             file_bytes: Some(1 << 30),
+            rss_bytes: ex.memory_mb.map(|m| m << 20),
         };
         let nonce = random_nonce();
-        let fin = process::run(cmd, &nonce, &limits).map_err(|e| GradeError::Python {
+        let prepared = self.policy(req, tmp, &[]).prepare();
+        let sandbox_gaps = prepared.enforced.gaps();
+        let fin = process::run(cmd, &nonce, &limits, Some(prepared)).map_err(|e| GradeError::Python {
             path: self.python.clone(),
             reason: format!("could not start: {e}"),
         })?;
@@ -180,6 +223,7 @@ impl Executor for PythonExecutor {
             stderr_tail,
             stdout_bytes: fin.stdout.total,
             wall_s: fin.wall.as_secs_f64(),
+            sandbox_gaps,
         };
         let env_ok = out_dir.join("env-ok").exists();
         if !env_ok && fin.status.and_then(|s| s.code()) == Some(DRIVER_ENV_BROKEN) {
@@ -196,6 +240,13 @@ impl Executor for PythonExecutor {
             });
         }
         let how = fin.describe();
+        if let Some(b) = fin.over_memory {
+            result.failure = Some(text!(
+                format!("提交的程序占用内存 {} MiB，超过 {} MiB 的上限，已被终止", b >> 20, ex.memory_mb.unwrap_or(0)),
+                format!("the submission used {} MiB of memory, over its {} MiB limit, and was killed", b >> 20, ex.memory_mb.unwrap_or(0))
+            ));
+            return Ok(result);
+        }
         if fin.timed_out {
             result.failure = Some(text!(
                 format!("提交的程序超过 {} s 时限，已被终止（整个进程组）", ex.timeout_s),

@@ -1,5 +1,7 @@
 //! One child process, held on a short leash: its own process group (killed whole on timeout and
-//! after exit), a scrubbed environment, resource limits, and stdout/stderr captured as capped tails.
+//! after exit, strays swept), the sandbox (`sandbox.rs`), resource limits (data, file size, a
+//! resident-memory watchdog that also holds on CUDA), and stdout/stderr captured as capped tails.
+use super::sandbox::{self, Prepared};
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -17,12 +19,19 @@ pub struct Limits {
     pub data_bytes: Option<u64>,
     /// RLIMIT_FSIZE in bytes: the largest file the child may write.
     pub file_bytes: Option<u64>,
+    /// Resident memory of the whole process group, watched from outside (holds on CUDA too,
+    /// where RLIMIT_DATA cannot be used): over it, the group is killed.
+    pub rss_bytes: Option<u64>,
 }
 
 #[derive(Debug)]
 pub struct Finished {
     pub status: Option<ExitStatus>,
     pub timed_out: bool,
+    /// Killed by the memory watchdog at this many bytes resident.
+    pub over_memory: Option<u64>,
+    /// Processes that outlived the run (daemons, escaped children) and were killed.
+    pub strays: usize,
     pub wall: Duration,
     pub stdout: Tail,
     pub stderr: Tail,
@@ -57,6 +66,9 @@ impl Finished {
                 "timed out after {:.0} s and was killed",
                 self.wall.as_secs_f64()
             );
+        }
+        if let Some(b) = self.over_memory {
+            return format!("killed at {} MiB resident: over the memory limit", b >> 20);
         }
         match self.status {
             Some(s) if s.code().is_some() => format!("exit status {}", s.code().unwrap()),
@@ -113,9 +125,35 @@ fn kill_group(child: &Child) {
     }
 }
 
-/// Run `cmd` to completion or timeout, writing `stdin_line` to its stdin first.
-pub fn run(mut cmd: Command, stdin_line: &str, limits: &Limits) -> std::io::Result<Finished> {
+/// Resident bytes of every process in group `pgid`.
+fn group_rss(pgid: i32) -> u64 {
+    // SAFETY: sysconf has no failure mode for _SC_PAGESIZE.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 1..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // after the comm: state ppid pgrp … rss is field 24 of stat (index 21 here)
+            (f.get(2)?.parse::<i32>().ok()? == pgid).then(|| f.get(21)?.parse::<u64>().ok())?
+        })
+        .sum::<u64>()
+        * page
+}
+
+/// Run `cmd` to completion or timeout, writing `stdin_line` to its stdin first, inside
+/// `sandbox` when given.
+pub fn run(
+    mut cmd: Command,
+    stdin_line: &str,
+    limits: &Limits,
+    sandbox: Option<Prepared>,
+) -> std::io::Result<Finished> {
     let (data, fsize) = (limits.data_bytes, limits.file_bytes);
+    let mut sandbox = sandbox;
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -137,17 +175,24 @@ pub fn run(mut cmd: Command, stdin_line: &str, limits: &Limits) -> std::io::Resu
             if let Some(f) = fsize {
                 set(libc::RLIMIT_FSIZE, f);
             }
+            if let Some(sb) = sandbox.as_mut() {
+                sb.apply_in_child()?;
+            }
             Ok(())
         });
     }
+    sandbox::become_subreaper();
     let start = Instant::now();
     let mut child = cmd.spawn()?;
+    sandbox::track(child.id());
     if let Some(mut stdin) = child.stdin.take() {
         let _ = writeln!(stdin, "{stdin_line}");
     }
     let out = drain(child.stdout.take().expect("stdout piped"));
     let err = drain(child.stderr.take().expect("stderr piped"));
     let mut timed_out = false;
+    let mut over_memory = None;
+    let mut polls = 0u64;
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break Some(s);
@@ -157,15 +202,29 @@ pub fn run(mut cmd: Command, stdin_line: &str, limits: &Limits) -> std::io::Resu
             kill_group(&child);
             break child.wait().ok();
         }
+        polls += 1;
+        if let Some(max) = limits.rss_bytes.filter(|_| polls % 10 == 0) {
+            let rss = group_rss(child.id() as i32);
+            if rss > max {
+                over_memory = Some(rss);
+                kill_group(&child);
+                break child.wait().ok();
+            }
+        }
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = start.elapsed();
-    // Whatever the submission left running in its group (forked children holding the pipes) goes too.
+    sandbox::untrack(child.id());
+    // Whatever the submission left running in its group (forked children holding the pipes) goes
+    // too, and so does anything that left the group (setsid daemons) once it is orphaned.
     kill_group(&child);
+    let strays = sandbox::sweep_strays();
     let (stdout, stderr) = (collect(out), collect(err));
     Ok(Finished {
         status,
         timed_out,
+        over_memory,
+        strays,
         wall,
         stdout,
         stderr,
