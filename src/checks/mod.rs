@@ -2,6 +2,8 @@
 //! returns verdicts. One file per check kind; this file dispatches and formats numbers.
 pub mod answer;
 pub mod close;
+pub mod growth;
+pub mod ledger;
 pub mod range;
 pub mod ranking;
 pub mod ratio;
@@ -95,6 +97,8 @@ impl Env<'_> {
 pub fn evaluate(check: &Check, env: &Env) -> Outcome {
     match check {
         Check::Close(c) => close::evaluate(c, env),
+        Check::Ledger(l) => ledger::evaluate(l, env),
+        Check::Growth(g) => growth::evaluate(g, env),
         Check::Ratio(r) => ratio::evaluate(r, env),
         Check::Range(r) => range::evaluate(r, env),
         Check::Trace(t) => trace::evaluate(t, env),

@@ -40,6 +40,7 @@ class Ctx:
         self.trace = None  # the event list being recorded, if any
         self.clock = _perf_counter  # the grader's own clock (never virtual, never recorded)
         self.ckpt_calls = 0  # every torch.utils.checkpoint.checkpoint call, traced or not
+        self.empty_cache_calls = 0  # every torch.cuda.empty_cache() call (counted on CPU too)
         self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
         self.lib = None  # lib.py: instruments the scenarios share
         self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
@@ -156,6 +157,7 @@ def _instrument(ctx):
     counting_checkpoint.__doc__ = real_checkpoint.__doc__
     cp_mod.checkpoint = counting_checkpoint
 
+    counting_empty_cache = _install_empty_cache(ctx, torch)
     _install_clocks(ctx)
     _install_cuda_events(ctx, torch)
 
@@ -169,6 +171,8 @@ def _instrument(ctx):
         "torch.autograd.backward": (lambda: torch.autograd.backward, torch.autograd.backward),
         "torch.allclose": (lambda: torch.allclose, torch.allclose),
         "torch.equal": (lambda: torch.equal, torch.equal),
+        "torch.cuda.empty_cache": (lambda: torch.cuda.empty_cache, counting_empty_cache),
+        "torch.cuda.memory.empty_cache": (lambda: torch.cuda.memory.empty_cache, counting_empty_cache),
     }
     for name in CLOCKS:
         watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
@@ -230,6 +234,24 @@ def _install_clocks(ctx):
         clock.__name__ = name
         setattr(time, name, clock)
     timeit.default_timer = time.perf_counter
+
+
+def _install_empty_cache(ctx, torch):
+    """Count `torch.cuda.empty_cache()` calls (an `empty_cache` event in the active trace), on CPU
+    too, where the real one does nothing: calling it to "fix" memory is a mistake on any device."""
+    import torch.cuda.memory as cuda_memory
+
+    real = cuda_memory.empty_cache
+
+    def empty_cache():
+        ctx.empty_cache_calls += 1
+        ctx.event("empty_cache")
+        return real()
+
+    empty_cache.__wrapped__ = real
+    empty_cache.__doc__ = real.__doc__
+    torch.cuda.empty_cache = cuda_memory.empty_cache = empty_cache
+    return empty_cache
 
 
 def _install_cuda_events(ctx, torch):

@@ -19,6 +19,27 @@ import torch
 from course.model import TinyGPT, _plain_blocks
 
 _equal = torch.equal  # captured before any submission code runs
+_saved_tensors_hooks = torch.autograd.graph.saved_tensors_hooks
+
+
+def saved_bytes(model, fn):
+    """`(fn(), bytes)`: the bytes of the distinct storages autograd saved for backward while `fn()`
+    ran (a view counts its storage once; `model`'s parameters excluded) — lessons 03 and 04."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        ptr = s.data_ptr()
+        if ptr not in params:
+            seen[ptr] = s.nbytes()
+        return t
+
+    with _saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, sum(seen.values())
+
+
 
 
 def label(t, reference):

@@ -52,6 +52,10 @@ pub enum Check {
     Ratio(RatioSpec),
     /// One metric within bounds.
     Range(RangeSpec),
+    /// Memory ledger rows equal the grader's, entry by entry, to the byte (lesson 03).
+    Ledger(LedgerSpec),
+    /// A growth law answered for one axis of a sweep equals the one the grader's rows follow.
+    Growth(GrowthSpec),
     /// A predicate over an observed event trace.
     Trace(TraceSpec),
     /// A recorded answer equals the expected one.
@@ -249,6 +253,28 @@ pub struct Quantity {
     pub max_rel_diff: f64,
 }
 
+/// `ledger`: each trace of `actual` (the submission's ledger rows) against the same-position trace
+/// of `expected` (the grader's rows: grid, optimizer, measured activations); see `checks/ledger.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerSpec {
+    pub actual: Streams,
+    pub expected: Streams,
+    /// Which of `params`, `grads`, `optimizer_state`, `activations` must equal.
+    pub entries: Vec<String>,
+}
+
+/// `growth`: the law of `value` against `axis` in the rows of trace `rows`, per `group_by` value,
+/// equals the answer recorded under metric `answer`; see `checks/growth.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrowthSpec {
+    pub rows: String,
+    pub value: String,
+    pub axis: String,
+    pub group_by: String,
+    pub answer: String,
+}
 
 /// `ranking`: traces of `{e: op, name, ...}` rows, best first; see `checks/ranking.rs`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -436,6 +462,67 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                     "a trace check needs exactly one of `count:`, `each:` or `expect:`".into(),
                 ),
             }
+        }
+        Check::Ledger(l) => {
+            if l.actual.names().len() != l.expected.names().len() || l.actual.names().is_empty() {
+                return Err("actual: and expected: name the same number (≥ 1) of traces".into());
+            }
+            if l.entries.is_empty() {
+                return Err("entries: list at least one".into());
+            }
+            match l.entries.iter().find(|e| !crate::checks::ledger::ENTRIES.contains(&e.as_str())) {
+                Some(e) => Err(format!(
+                    "entries: unknown `{e}`; allowed: {}",
+                    crate::checks::ledger::ENTRIES.join(", ")
+                )),
+                None => Ok(()),
+            }
+        }
+        Check::Growth(g) => {
+            if g.axis == g.group_by {
+                Err("axis and group_by must differ".into())
+            } else {
+                Ok(())
+            }
+        }
+        Check::Answer(a) => {
+            if a.expected.is_empty() {
+                Err("expected: list at least one accepted answer".into())
+            } else {
+                Ok(())
+            }
+        }
+        Check::Reproducible(r) => {
+            if r.quantities.is_empty() {
+                return Err("quantities: list at least one".into());
+            }
+            for q in &r.quantities {
+                if q.metric.is_some() == q.ratio.is_some() {
+                    return Err(
+                        "each quantity needs exactly one of `metric:` or `ratio: [num, den]`"
+                            .into(),
+                    );
+                }
+                if q.max_rel_diff.is_nan() || q.max_rel_diff < 0.0 {
+                    return Err("max_rel_diff must be a number ≥ 0".into());
+                }
+            }
+            Ok(())
+        }
+        Check::Ranking(r) => {
+            if r.min_overlap.is_none() && (r.within.is_some() || r.leader) {
+                return Err("within/leader need min_overlap (overlap mode)".into());
+            }
+            match r.fields.iter().find(|(_, t)| t.is_nan() || **t < 0.0) {
+                Some((f, _)) => Err(format!("fields: {f}: the tolerance must be a number ≥ 0")),
+                None => Ok(()),
+            }
+        }
+        Check::All(checks) => {
+            if checks.is_empty() {
+                return Err("all: list at least one check".into());
+            }
+            checks.iter().try_for_each(|c| validate(c, ex))
         }
         Check::Series(s) => {
             if s.max_rel_diff.is_nan() || s.max_rel_diff < 0.0 {

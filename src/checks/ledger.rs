@@ -1,0 +1,157 @@
+//! `ledger`: a submission's memory ledgers equal the grader's, entry by entry, to the byte.
+//!
+//! Rows are events of traces (`batch`, `seq_len`, `optimizer` and the entries; lesson 03). The
+//! grader's rows (`expected`) fix the grid: every one of them must have exactly one row of the
+//! submission (`actual`) with the same batch and seq_len, and no other row may appear. The truth
+//! for each entry is computed here in Rust from the model's shape (`exercise.yaml` `model:`,
+//! float32 TinyGPT):
+//!   params          4 B × every parameter's element count
+//!   grads           the same (after backward every parameter has a gradient of its shape)
+//!   optimizer_state Adam: exp_avg + exp_avg_sq (2 × params) + one 0-dim float32 `step` per
+//!                   parameter (4 B each); SGD with momentum: one momentum_buffer (1 × params)
+//!   activations     the grader's own measurement in its row (bytes of the distinct storages saved
+//!                   for backward during the forward, parameters excluded)
+use super::{fmt_num, Env, Outcome};
+use crate::i18n::Text;
+use crate::observations::Event;
+use crate::spec::rubric::LedgerSpec;
+use crate::spec::ModelConfig;
+use crate::text;
+use crate::workload::parameter_shapes;
+
+/// The entries a ledger has (besides `peak`, which only CUDA can tell).
+pub const ENTRIES: [&str; 4] = ["params", "grads", "optimizer_state", "activations"];
+
+/// Bytes of TinyGPT's float32 parameters, and how many parameter tensors it has.
+pub fn param_bytes(cfg: &ModelConfig) -> (i64, i64) {
+    let shapes = parameter_shapes(cfg);
+    let elems: i64 = shapes.iter().map(|(_, s)| s.iter().product::<i64>()).sum();
+    (4 * elems, shapes.len() as i64)
+}
+
+/// Bytes of an optimizer's state after its first step, or None for an unknown optimizer.
+pub fn optimizer_state_bytes(cfg: &ModelConfig, optimizer: &str) -> Option<i64> {
+    let (p, n) = param_bytes(cfg);
+    match optimizer {
+        "adam" => Some(2 * p + 4 * n),
+        "sgd_momentum" => Some(p),
+        _ => None,
+    }
+}
+
+fn int(ev: &Event, key: &str) -> Option<i64> {
+    ev.fields.get(key).and_then(serde_json::Value::as_i64)
+}
+
+fn at(row: &Event) -> String {
+    format!(
+        "B={}, T={}",
+        int(row, "batch").map_or("?".into(), |v| v.to_string()),
+        int(row, "seq_len").map_or("?".into(), |v| v.to_string())
+    )
+}
+
+/// The grader's value of `entry` for the grid point of its row `truth`.
+fn expected(env: &Env, truth: &Event, entry: &str) -> Result<i64, String> {
+    let cfg = &env.exercise.model;
+    match entry {
+        "params" | "grads" => Ok(param_bytes(cfg).0),
+        "optimizer_state" => {
+            let opt = truth.field_str("optimizer").unwrap_or("?");
+            optimizer_state_bytes(cfg, opt).ok_or(format!("unknown optimizer `{opt}`"))
+        }
+        _ => int(truth, entry).ok_or(format!("the grader's row has no `{entry}`")),
+    }
+}
+
+pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
+    let entries = spec.entries.join(", ");
+    let bound = text!(
+        format!("{entries} = 评分器账本（逐字节）"),
+        format!("{entries} = the grader's ledger (to the byte)")
+    );
+    let (actual, expect) = (spec.actual.names(), spec.expected.names());
+    let (mut checked, mut bad_zh, mut bad_en) = (0usize, Vec::new(), Vec::new());
+    let mut values = Vec::new(); // (value, truth) of every comparison, for the measured column
+    let mut first_bad: Option<(i64, i64)> = None;
+    for (a_name, e_name) in actual.iter().zip(expect.iter()) {
+        let truth = match env.evidence.trace(e_name) {
+            Ok(t) => t,
+            Err(why) => return Outcome::missing(why, bound),
+        };
+        let rows = match env.evidence.trace(a_name) {
+            Ok(t) => t,
+            Err(why) => return Outcome::missing(why, bound),
+        };
+        let key = |r: &Event| (int(r, "batch"), int(r, "seq_len"));
+        for t in truth {
+            let mine: Vec<&Event> = rows.iter().filter(|r| key(r) == key(t)).collect();
+            if mine.len() != 1 {
+                bad_zh.push(format!("{a_name} 在 {} 有 {} 行（应为 1 行）", at(t), mine.len()));
+                bad_en.push(format!("{a_name} has {} rows for {} (expected 1)", mine.len(), at(t)));
+                continue;
+            }
+            for entry in &spec.entries {
+                let want = match expected(env, t, entry) {
+                    Ok(v) => v,
+                    Err(why) => return Outcome::missing(Text::same(why), bound),
+                };
+                checked += 1;
+                let got = int(mine[0], entry);
+                values.push((got, want));
+                if got != Some(want) {
+                    let g = got.map_or("—".into(), |v| fmt_num(v as f64));
+                    let diff = got.map_or(String::new(), |v| {
+                        format!(" ({}{})", if v > want { "+" } else { "−" }, fmt_num((v - want).abs() as f64))
+                    });
+                    let w = fmt_num(want as f64);
+                    bad_zh.push(format!("{a_name} {} {entry}：{g} ≠ 评分器 {w}{diff}", at(t)));
+                    bad_en.push(format!("{a_name} {} {entry}: {g} ≠ grader's {w}{diff}", at(t)));
+                    first_bad.get_or_insert((got.unwrap_or(0), want));
+                }
+            }
+        }
+        for r in rows {
+            if !truth.iter().any(|t| key(t) == key(r)) {
+                bad_zh.push(format!("{a_name} 多出一行 {}（不在网格中）", at(r)));
+                bad_en.push(format!("{a_name} has an extra row {} (not in the grid)", at(r)));
+            }
+        }
+    }
+    let all_same = values.windows(2).all(|w| w[0] == w[1]);
+    if bad_en.is_empty() {
+        if checked == 0 {
+            return Outcome::missing(Text::same(format!("{} has no rows", expect.join(", "))), bound);
+        }
+        let measured = match values.first() {
+            Some((Some(v), _)) if all_same => Text::same(format!("{} B", fmt_num(*v as f64))),
+            _ => text!(format!("{checked} 项相等"), format!("{checked} equal")),
+        };
+        let streams = actual.join(", ");
+        return Outcome::new(
+            true,
+            measured,
+            bound,
+            text!(
+                format!("{streams} 的 {checked} 项（{entries}）与评分器的账本逐字节相等"),
+                format!("all {checked} values ({entries}) of {streams} equal the grader's ledger to the byte")
+            ),
+        );
+    }
+    let n = bad_en.len();
+    let measured = match first_bad {
+        Some((g, w)) if n == 1 => Text::same(format!("{} ≠ {}", fmt_num(g as f64), fmt_num(w as f64))),
+        _ => text!(format!("{n} 处不符"), format!("{n} mismatches")),
+    };
+    let shown = 4;
+    let more = |n: usize| if n > shown { format!(" …(+{})", n - shown) } else { String::new() };
+    Outcome::new(
+        false,
+        measured,
+        bound,
+        text!(
+            format!("{}{}", bad_zh[..n.min(shown)].join("；"), more(n)),
+            format!("{}{}", bad_en[..n.min(shown)].join("; "), more(n))
+        ),
+    )
+}
