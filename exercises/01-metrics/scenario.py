@@ -1,0 +1,305 @@
+"""Lesson 1 scenario: what the grader runs against a submission's measure(), summarize() and
+COMPARABLE_ACROSS_SEQ_LEN.
+
+Each probe records raw observations (metrics, list metrics, event traces); verdicts are decided in
+Rust from rubrics/01-metrics.yaml. Probes:
+  sim        measure() on a simulated asynchronous device (`ctx.lib.SimDevice`) whose per-step
+             costs the grader draws from the run's seed: a warm-up spike on the first calls, a few
+             slow outliers among the timed steps, every step's cost different. The submission's
+             clocks read the device's virtual clock, so the true seconds per step of every timed
+             window is known exactly (`sim.<run>.truth`), and so is what the usual mistakes would
+             return on the same device (`sim.<run>.if_*`). Two configurations (a: one step per
+             window; b: several), each measured twice on a fresh device with the same costs.
+  real       measure() on the real TinyGPT training step (zero_grad, forward + loss, backward)
+             twice, interleaved with the grader's own measurement of the same step (warm-up, sync,
+             median of windows).
+  summarize  summarize() on hidden sample sets drawn from the seed (odd and even counts, ties,
+             outliers, one sample, two samples) and on the real samples. Only inputs and answers
+             are recorded; Rust recomputes median, p90, steps/s and tokens/s itself.
+  shapes     steps/s and tokens/s at the grader's shape, at seq_len ÷ 4 and at batch ÷ 4, measured
+             with the submission's measure() (interleaved rounds) and summarize().
+  answer     COMPARABLE_ACROSS_SEQ_LEN.
+"""
+import math
+import random
+import statistics
+
+import torch
+from safetensors.torch import load_file
+
+from course import Config
+
+_median = statistics.median  # captured before the submission is imported
+_synchronize = torch.cuda.synchronize
+ProbeFailed = Exception  # replaced by the driver's class in run()
+
+SUMMARY_KEYS = ("median_s", "p90_s", "steps_per_s", "tokens_per_s")
+
+
+def _number(x):
+    if hasattr(x, "item") and getattr(x, "numel", lambda: 1)() == 1:
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(type(x).__name__)
+    return float(x)
+
+
+def numbers(what, value):
+    """A list of floats from what the submission returned, or ProbeFailed saying what it was."""
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise ProbeFailed(f"{what} returned {type(value).__name__}; expected a list of floats (seconds per step)")
+    try:
+        out = [_number(v) for v in value]
+    except TypeError as e:
+        raise ProbeFailed(f"{what} returned a list holding a {e}; expected floats") from None
+    if not all(math.isfinite(v) for v in out):
+        raise ProbeFailed(f"{what} returned non-finite values: {out[:6]}")
+    return out
+
+
+class Lesson:
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.device = torch.device(ctx.device)
+        inputs = load_file(ctx.job["inputs"])
+        self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
+        self.batch = {
+            "idx": inputs["batch/idx"].to(self.device),
+            "targets": inputs["batch/targets"].to(self.device),
+        }
+        self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=lambda rec: "real")
+        # the grader's own draws, one stream per probe (torch's RNG is not touched)
+        self.rng = lambda probe: random.Random(f"{ctx.seed}:{probe}")  # noqa: E731
+        self.real_samples = None
+
+    def need(self, name):
+        fn = getattr(self.ctx.sub, name, None)
+        if not callable(fn):
+            raise ProbeFailed(f"exercise.py defines no function `{name}` (see the contract in README.md)")
+        return fn
+
+    def model(self):
+        m = self.ctx.model_cfg
+        cfg = Config(
+            vocab=m["vocab"],
+            seq_len=m["seq_len"],
+            d_model=m["d_model"],
+            n_heads=m["n_heads"],
+            n_blocks=m["n_blocks"],
+            dropout=0.0,
+        )
+        return self.ctx.lib.observed_model(self.ctx, cfg, self.weights, self.device, self.observer)
+
+    def sync_device(self):
+        if self.device.type == "cuda":
+            _synchronize()
+
+    def traced(self, name, fn):
+        """Run fn() with the events it causes recorded as trace `name`."""
+        ctx = self.ctx
+        ctx.trace = trace = []
+        try:
+            return fn()
+        finally:
+            ctx.trace = None
+            ctx.traces[name] = trace
+
+    @staticmethod
+    def config(p):
+        w, r, s = int(p["warmup"]), int(p["repeats"]), int(p["steps_per_repeat"])
+        if int(p["calls"]) != w + r * s:
+            raise RuntimeError(f"exercise.yaml: calls must be warmup + repeats * steps_per_repeat in {p}")
+        return w, r, s
+
+    # -- sim ----------------------------------------------------------------------------------
+    def draw_costs(self, rng, w, r, s, extra=64):
+        """Seconds of device work of each step() call, in whole ticks: jittered, a warm-up spike on
+        the first calls (all inside the warm-up), one slow step in a minority of the windows."""
+        ticks = self.ctx.lib.ticks
+        base = rng.uniform(2e-3, 6e-3)
+        costs = [ticks(base * rng.uniform(0.9, 1.1)) for _ in range(w + r * s + extra)]
+        for k in range(rng.randint(1, w)):
+            costs[k] = ticks(costs[k] * rng.uniform(10, 30))
+        for i in rng.sample(range(r), max(1, (r - 1) // 3)):
+            k = w + i * s + rng.randrange(s)
+            costs[k] = ticks(costs[k] * rng.uniform(4, 8))
+        return costs
+
+    def sim(self):
+        ctx = self.ctx
+        measure = self.need("measure")
+        rng = self.rng("sim")
+        for cfg in ("a", "b"):
+            w, r, s = self.config(ctx.params["sim"][cfg])
+            costs = self.draw_costs(rng, w, r, s)
+            window = lambda first, i: costs[first + i * s: first + (i + 1) * s]  # noqa: E731
+            truth = [sum(window(w, i)) / s for i in range(r)]
+            for run in (1, 2):
+                name = f"sim.{cfg}{run}"
+                device = ctx.lib.SimDevice(ctx)
+                ctx.metric(f"{name}.truth", truth)
+                # what the usual mistakes return on this very device
+                ctx.metric(f"{name}.if_no_sync", [device.host] * r)
+                ctx.metric(f"{name}.if_no_warmup", [sum(window(0, i)) / s for i in range(r)])
+                ctx.metric(f"{name}.if_single", [sum(costs[w: w + r * s]) / (r * s)])
+                if s > 1:
+                    ctx.metric(f"{name}.if_not_divided", [sum(window(w, i)) for i in range(r)])
+                    ctx.metric(f"{name}.if_one_step", [costs[w + i] for i in range(r)])
+
+                def step(device=device):
+                    k = device.calls
+                    device.work(costs[k] if k < len(costs) else costs[-1], variant="sim")
+
+                def run_measure(device=device):
+                    with device:
+                        return measure(step, device.sync, warmup=w, repeats=r, steps_per_repeat=s)
+
+                samples = self.traced(name, run_measure)
+                ctx.metric(f"{name}.samples", numbers("measure()", samples))
+                ctx.metric(f"{name}.calls", device.calls)
+
+    # -- real ---------------------------------------------------------------------------------
+    def real(self):
+        ctx = self.ctx
+        measure = self.need("measure")
+        p = ctx.params["real"]
+        w, r, s = self.config(p)
+        model = self.model()
+        idx, targets = self.batch["idx"], self.batch["targets"]
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            _, loss = model(idx, targets)
+            loss.backward()
+
+        def sync():
+            ctx.event("sync")
+            self.sync_device()
+
+        grader = []
+
+        def grader_block():  # the grader's own measurement of the same step: sync, whole windows
+            for _ in range(int(p["grader_repeats"])):
+                self.sync_device()
+                t0 = ctx.clock()
+                for _ in range(s):
+                    step()
+                self.sync_device()
+                grader.append((ctx.clock() - t0) / s)
+
+        for _ in range(w):
+            step()
+        grader_block()
+        for run in (1, 2):
+            name = f"real.run{run}"
+            samples = numbers(
+                "measure()",
+                self.traced(name, lambda: measure(step, sync, warmup=w, repeats=r, steps_per_repeat=s)),
+            )
+            ctx.metric(f"{name}.samples", samples)
+            if samples:
+                ctx.metric(f"{name}.median_s", _median(samples))
+            if run == 1:
+                self.real_samples = samples
+            grader_block()
+        ctx.metric("real.grader.median_s", _median(grader))
+
+    # -- summarize ----------------------------------------------------------------------------
+    def summary(self, prefix, samples, batch, seq_len):
+        summarize = self.need("summarize")
+        ctx = self.ctx
+        ctx.metric(f"{prefix}.samples", list(samples))
+        ctx.metric(f"{prefix}.batch", batch)
+        ctx.metric(f"{prefix}.seq_len", seq_len)
+        out = summarize(list(samples), batch=batch, seq_len=seq_len)
+        if not isinstance(out, dict):
+            raise ProbeFailed(f"summarize() returned {type(out).__name__}; expected a dict with {', '.join(SUMMARY_KEYS)}")
+        missing = [k for k in SUMMARY_KEYS if k not in out]
+        if missing:
+            raise ProbeFailed(f"summarize() returned no {', '.join(missing)} (keys: {sorted(map(str, out))})")
+        for k in SUMMARY_KEYS:
+            try:
+                ctx.metric(f"{prefix}.{k}", _number(out[k]))
+            except TypeError:
+                raise ProbeFailed(f"summarize()['{k}'] is {out[k]!r}; expected a float") from None
+        return out
+
+    def hidden_cases(self, rng):
+        """Sample sets the submission has never seen, drawn from the seed (seconds per step)."""
+        u = lambda: rng.uniform(1e-3, 2e-2)  # noqa: E731
+        base = rng.uniform(3e-3, 8e-3)
+        ties = sorted(round(rng.uniform(1e-3, 2e-2), 4) for _ in range(3))  # middle value 4×
+        cases = {
+            "odd": [u() for _ in range(rng.choice([5, 7, 9]))],
+            "even": [u() for _ in range(rng.choice([6, 8, 10]))],
+            "ties": [ties[0]] * 2 + [ties[1]] * 4 + [ties[2]] * 2,
+            "outliers": [base * rng.uniform(0.95, 1.05) for _ in range(rng.choice([9, 10, 11]))],
+            "single": [u()],
+            "two": [u(), u()],
+        }
+        for k in rng.sample(range(len(cases["outliers"])), 2):
+            cases["outliers"][k] *= rng.uniform(10, 50)
+        for v in cases.values():
+            rng.shuffle(v)
+        return cases
+
+    def summarize(self):
+        rng = self.rng("summarize")
+        for name, samples in self.hidden_cases(rng).items():
+            batch = rng.choice([1, 2, 4, 8, 16, 32])
+            seq_len = rng.choice([16, 128, 512, 1024, 2048])
+            self.summary(f"summarize.{name}", samples, batch, seq_len)
+        if self.real_samples:
+            m = self.ctx.model_cfg
+            self.summary("real.summary", self.real_samples, m["batch"], m["seq_len"])
+        else:
+            raise ProbeFailed("no samples from the `real` probe to summarize")
+
+    # -- shapes -------------------------------------------------------------------------------
+    def shapes(self):
+        ctx = self.ctx
+        measure = self.need("measure")
+        self.need("summarize")
+        p = ctx.params["shapes"]
+        B, T = ctx.model_cfg["batch"], ctx.model_cfg["seq_len"]
+        shapes = {"base": (B, T), "short": (B, max(1, T // 4)), "small": (max(1, B // 4), T)}
+        model = self.model()
+
+        def step_for(b, t):
+            idx = self.batch["idx"][:b, :t].contiguous()
+            targets = self.batch["targets"][:b, :t].contiguous()
+
+            def step():
+                model.zero_grad(set_to_none=True)
+                _, loss = model(idx, targets)
+                loss.backward()
+
+            return step
+
+        steps = {k: step_for(*bt) for k, bt in shapes.items()}
+        samples = {k: [] for k in shapes}
+        names = list(shapes)
+        for rnd in range(int(p["rounds"])):
+            for k in names[rnd % len(names):] + names[: rnd % len(names)]:  # rotate: drift hits all
+                got = measure(steps[k], self.sync_device, warmup=int(p["warmup"]), repeats=int(p["repeats"]), steps_per_repeat=1)
+                samples[k] += numbers("measure()", got)
+        for k, (b, t) in shapes.items():
+            self.summary(f"shapes.{k}", samples[k], b, t)
+
+    # -- answer -------------------------------------------------------------------------------
+    def answer(self):
+        if not hasattr(self.ctx.sub, "COMPARABLE_ACROSS_SEQ_LEN"):
+            raise ProbeFailed("exercise.py defines no COMPARABLE_ACROSS_SEQ_LEN")
+        value = self.ctx.sub.COMPARABLE_ACROSS_SEQ_LEN
+        self.ctx.metric("answer.comparable", value if isinstance(value, str) else repr(value))
+
+
+def run(ctx):
+    global ProbeFailed
+    ProbeFailed = ctx.ProbeFailed
+    lesson = Lesson(ctx)
+    for name in ("sim", "real", "summarize", "shapes", "answer"):
+        with ctx.probe(name):
+            getattr(lesson, name)()
