@@ -1,6 +1,7 @@
 //! The rubric engine: evaluates each criterion's check against the evidence of one run and
 //! returns verdicts. One file per check kind; this file dispatches and formats numbers.
 pub mod answer;
+pub mod break_even;
 pub mod close;
 pub mod growth;
 pub mod ledger;
@@ -107,6 +108,7 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Ranking(r) => ranking::evaluate(r, env),
         Check::Series(s) => series::evaluate(s, env),
         Check::Stats(s) => stats::evaluate(s, env),
+        Check::BreakEven(b) => break_even::evaluate(b, env),
         Check::All(checks) => {
             let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();
             let failed: Vec<&Outcome> = outs.iter().filter(|o| !o.pass).collect();

@@ -70,6 +70,16 @@ pub enum Check {
     Series(SeriesSpec),
     /// A summary of samples (median, p90, rates) equals the grader's own computation.
     Stats(StatsSpec),
+    /// Break-even answers equal the grader's own computation, case by case (lesson 05).
+    BreakEven(BreakEvenSpec),
+}
+
+/// `break_even`: every `case` event of `stream` (inputs and the submission's `answer`) against
+/// the answer the grader computes; see `checks/break_even.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakEvenSpec {
+    pub stream: Streams,
 }
 
 /// `series`: the list metric `actual` equals the list metric `expected` (relative tolerance);
@@ -530,6 +540,12 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             }
             if s.runs.as_ref().is_some_and(Vec::is_empty) {
                 return Err("runs: list at least one metric prefix (or leave runs out)".into());
+            }
+            Ok(())
+        }
+        Check::BreakEven(b) => {
+            if b.stream.names().is_empty() {
+                return Err("stream: name at least one trace".into());
             }
             Ok(())
         }
