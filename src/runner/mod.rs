@@ -123,6 +123,22 @@ impl PythonExecutor {
     }
 }
 
+/// A persistent torch.compile (inductor) cache, when the exercise asks for one: lesson 05's
+/// `params.compile_cache`, a folder relative to the course root (`.cache/inductor`), so repeated
+/// gradings pay a cold compile once. `GRADE_COMPILE_CACHE=DIR` puts it elsewhere;
+/// `GRADE_COMPILE_CACHE=cold` gives every run a fresh, empty one (the true first-call cost).
+/// `None`: the run's own temporary folder (nothing persists).
+fn compile_cache(req: &RunRequest) -> Option<PathBuf> {
+    let rel = req.exercise.params.get("compile_cache")?.as_str()?;
+    let dir = match std::env::var("GRADE_COMPILE_CACHE") {
+        Ok(v) if v == "cold" => return None,
+        Ok(v) if !v.is_empty() => PathBuf::from(v),
+        _ => req.course_path.parent()?.join(rel),
+    };
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
 fn random_nonce() -> String {
     use rand::Rng;
     let mut rng = rand::rng();
@@ -191,9 +207,13 @@ impl Executor for PythonExecutor {
         ] {
             cmd.env(k, v);
         }
+        let compile_cache = compile_cache(req);
         cmd.env("HOME", tmp)
             .env("TMPDIR", tmp)
-            .env("TORCHINDUCTOR_CACHE_DIR", tmp.join("inductor"));
+            .env(
+                "TORCHINDUCTOR_CACHE_DIR",
+                compile_cache.clone().unwrap_or_else(|| tmp.join("inductor")),
+            );
         for (k, v) in std::env::vars() {
             if k.starts_with("CUDA_") || k.starts_with("NVIDIA_") {
                 cmd.env(k, v);
@@ -209,7 +229,7 @@ impl Executor for PythonExecutor {
             rss_bytes: ex.memory_mb.map(|m| m << 20),
         };
         let nonce = random_nonce();
-        let prepared = self.policy(req, tmp, &[]).prepare();
+        let prepared = self.policy(req, tmp, compile_cache.as_slice()).prepare();
         let sandbox_gaps = prepared.enforced.gaps();
         let fin = process::run(cmd, &nonce, &limits, Some(prepared)).map_err(|e| GradeError::Python {
             path: self.python.clone(),
