@@ -171,9 +171,12 @@ def _instrument(ctx):
         "torch.autograd.backward": (lambda: torch.autograd.backward, torch.autograd.backward),
         "torch.allclose": (lambda: torch.allclose, torch.allclose),
         "torch.equal": (lambda: torch.equal, torch.equal),
+        "torch.testing.assert_close": (lambda: torch.testing.assert_close, torch.testing.assert_close),
         "torch.cuda.empty_cache": (lambda: torch.cuda.empty_cache, counting_empty_cache),
         "torch.cuda.memory.empty_cache": (lambda: torch.cuda.memory.empty_cache, counting_empty_cache),
     }
+    for name in ("metric", "save_tensor", "event", "probe", "write"):  # the driver's own recorder
+        watched[f"Ctx.{name}"] = (lambda n=name: getattr(Ctx, n), getattr(Ctx, name))
     for name in CLOCKS:
         watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
     watched["timeit.default_timer"] = (lambda: timeit.default_timer, timeit.default_timer)

@@ -260,10 +260,13 @@ impl Executor for PythonExecutor {
             });
         }
         let how = fin.describe();
-        if let Some(b) = fin.over_memory {
+        if let Some((b, n)) = fin.over_memory {
+            let (mib, limit) = (b >> 20, ex.memory_mb.unwrap_or(0));
+            let procs_zh = if n > 1 { format!("（{n} 个进程：fork 炸弹？）") } else { String::new() };
+            let procs_en = if n > 1 { format!(" in {n} processes (a fork bomb?)") } else { String::new() };
             result.failure = Some(text!(
-                format!("提交的程序占用内存 {} MiB，超过 {} MiB 的上限，已被终止", b >> 20, ex.memory_mb.unwrap_or(0)),
-                format!("the submission used {} MiB of memory, over its {} MiB limit, and was killed", b >> 20, ex.memory_mb.unwrap_or(0))
+                format!("提交的程序占用内存 {mib} MiB{procs_zh}，超过 {limit} MiB 的上限，已被终止"),
+                format!("the submission used {mib} MiB of memory{procs_en}, over its {limit} MiB limit, and was killed")
             ));
             return Ok(result);
         }
@@ -308,6 +311,18 @@ impl Executor for PythonExecutor {
                 ));
                 return Ok(result);
             }
+        }
+        // Patched instruments make every observation of this run untrustworthy: fail it all.
+        if let Some(patched) = obs
+            .metrics
+            .get("integrity.tampered")
+            .and_then(|v| v.as_str())
+            .filter(|t| *t != "none")
+        {
+            result.failure = Some(text!(
+                format!("提交的代码篡改了评分器的测量工具（{patched}）：这次运行的任何观测都不可信"),
+                format!("the submission patched the grader's instruments ({patched}): nothing this run observed can be trusted")
+            ));
         }
         result.obs = Some(obs);
         Ok(result)

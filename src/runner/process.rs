@@ -28,8 +28,8 @@ pub struct Limits {
 pub struct Finished {
     pub status: Option<ExitStatus>,
     pub timed_out: bool,
-    /// Killed by the memory watchdog at this many bytes resident.
-    pub over_memory: Option<u64>,
+    /// Killed by the memory watchdog at this many bytes resident, in this many processes.
+    pub over_memory: Option<(u64, u64)>,
     /// Processes that outlived the run (daemons, escaped children) and were killed.
     pub strays: usize,
     pub wall: Duration,
@@ -67,13 +67,16 @@ impl Finished {
                 self.wall.as_secs_f64()
             );
         }
-        if let Some(b) = self.over_memory {
-            return format!("killed at {} MiB resident: over the memory limit", b >> 20);
+        if let Some((b, n)) = self.over_memory {
+            return format!("killed at {} MiB resident in {n} processes: over the memory limit", b >> 20);
         }
         match self.status {
             Some(s) if s.code().is_some() => format!("exit status {}", s.code().unwrap()),
             Some(s) => match s.signal() {
                 Some(9) => "killed by signal 9 (SIGKILL: out of memory or over a limit?)".into(),
+                Some(6) => "killed by signal 6 (SIGABRT: abort())".into(),
+                Some(11) => "killed by signal 11 (SIGSEGV: a segmentation fault)".into(),
+                Some(25) => "killed by signal 25 (SIGXFSZ: wrote a file past the 1 GiB limit)".into(),
                 Some(sig) => format!("killed by signal {sig}"),
                 None => "ended".into(),
             },
@@ -125,14 +128,16 @@ fn kill_group(child: &Child) {
     }
 }
 
-/// Resident bytes of every process in group `pgid`.
-fn group_rss(pgid: i32) -> u64 {
+/// Resident bytes of every process in group `pgid` (pages shared after a fork count once per
+/// process: an overestimate that only matters for fork bombs), and how many processes.
+fn group_rss(pgid: i32) -> (u64, u64) {
     // SAFETY: sysconf has no failure mode for _SC_PAGESIZE.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
+        return (0, 0);
     };
-    dir.flatten()
+    let pages: Vec<u64> = dir
+        .flatten()
         .filter_map(|e| {
             let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
             let rest = &stat[stat.rfind(')')? + 1..];
@@ -140,8 +145,8 @@ fn group_rss(pgid: i32) -> u64 {
             // after the comm: state ppid pgrp … rss is field 24 of stat (index 21 here)
             (f.get(2)?.parse::<i32>().ok()? == pgid).then(|| f.get(21)?.parse::<u64>().ok())?
         })
-        .sum::<u64>()
-        * page
+        .collect();
+    (pages.iter().sum::<u64>() * page, pages.len() as u64)
 }
 
 /// Run `cmd` to completion or timeout, writing `stdin_line` to its stdin first, inside
@@ -204,9 +209,9 @@ pub fn run(
         }
         polls += 1;
         if let Some(max) = limits.rss_bytes.filter(|_| polls % 10 == 0) {
-            let rss = group_rss(child.id() as i32);
+            let (rss, procs) = group_rss(child.id() as i32);
             if rss > max {
-                over_memory = Some(rss);
+                over_memory = Some((rss, procs));
                 kill_group(&child);
                 break child.wait().ok();
             }
