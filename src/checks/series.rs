@@ -10,18 +10,27 @@ use crate::spec::rubric::SeriesSpec;
 use crate::text;
 use serde_json::Value;
 
-/// A number with enough digits to see a difference in the 7th place.
+/// A number with 7 significant digits (enough to see a difference in the 7th place).
 pub fn precise(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
         return format!("{x}");
     }
-    let s = format!("{x:.7e}");
-    // 4.1234560e-3 → 4.123456e-3
-    match s.split_once('e') {
-        Some((m, e)) if m.contains('.') => {
-            format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.'))
+    let a = x.abs();
+    let trim = |s: String| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
         }
-        _ => s,
+    };
+    if (1e-3..1e7).contains(&a) {
+        let digits = (6 - a.log10().floor() as i32).clamp(0, 9) as usize;
+        return trim(format!("{x:.digits$}"));
+    }
+    let s = format!("{x:.6e}");
+    match s.split_once('e') {
+        Some((m, e)) => format!("{}e{e}", trim(m.to_string())),
+        None => s,
     }
 }
 

@@ -1,0 +1,542 @@
+//! Lesson 01 `01-metrics`: (a) the rubric on recorded observations and the `series`/`stats` check
+//! kinds, pure Rust, exact and fast; (b) end to end, the real binary on the solution, the starter
+//! and every fixture of tests/fixtures/01-metrics/, each failing exactly what expected.yaml says,
+//! verdict tables snapshotted with insta.
+use grade::checks::stats::{median, percentile};
+use grade::checks::{self, evaluate, Env, Status};
+use grade::observations::{Evidence, Observations};
+use grade::runner::Device;
+use grade::spec::rubric::Check;
+use grade::spec::{Exercise, Rubric};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ID: &str = "01-metrics";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn exercise() -> Exercise {
+    Exercise::load(&root().join("exercises").join(ID)).unwrap()
+}
+
+fn rubric(ex: &Exercise) -> Rubric {
+    Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), ex).unwrap()
+}
+
+fn recorded(name: &str) -> Observations {
+    let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn expected() -> BTreeMap<String, Vec<String>> {
+    let path = root().join(format!("tests/fixtures/{ID}/expected.yaml"));
+    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Every criterion's (status, why in English) on these observations.
+fn grade_obs(obs: Observations) -> BTreeMap<String, (Status, String)> {
+    let ex = exercise();
+    let r = rubric(&ex);
+    let ev = Evidence {
+        obs,
+        tensors: BTreeMap::new(),
+        run_failure: None,
+    };
+    checks::grade(
+        &r,
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+        Device::Cpu,
+    )
+    .into_iter()
+    .map(|v| (v.id, (v.status, v.why.en)))
+    .collect()
+}
+
+fn failing(v: &BTreeMap<String, (Status, String)>) -> Vec<String> {
+    v.iter()
+        .filter(|(_, (s, _))| *s == Status::Fail)
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+// ------------------------------------------------------------------------ recorded observations
+
+#[test]
+fn recorded_solution_passes_every_criterion() {
+    let v = grade_obs(recorded("solution"));
+    assert_eq!(v.len(), rubric(&exercise()).criteria.len());
+    assert!(failing(&v).is_empty(), "{v:#?}");
+}
+
+#[test]
+fn recorded_starter_fails_what_expected_yaml_says() {
+    let v = grade_obs(recorded("starter"));
+    assert_eq!(failing(&v), sorted(expected()["starter"].clone()));
+    assert!(v["measure_truth"]
+        .1
+        .contains("NotImplementedError: TODO: measure("));
+}
+
+/// A recorded fixture fails exactly its expected criteria, and `id`'s reason contains `says`.
+fn recorded_fixture(name: &str, id: &str, says: &str) {
+    let v = grade_obs(recorded(name));
+    assert_eq!(
+        failing(&v),
+        sorted(expected()[name].clone()),
+        "{name}: {v:#?}"
+    );
+    assert!(v[id].1.contains(says), "{name}: {id} says {:?}", v[id].1);
+}
+
+#[test]
+fn recorded_no_sync_is_named_launch_overhead() {
+    recorded_fixture(
+        "no_sync",
+        "measure_truth",
+        "every sample is just the launch overhead",
+    );
+    recorded_fixture("no_sync", "measure_sync", "without sync() first");
+}
+
+#[test]
+fn recorded_no_warmup_is_named_warmup_spike() {
+    recorded_fixture(
+        "no_warmup",
+        "measure_truth",
+        "the first window holds the warm-up spike",
+    );
+    recorded_fixture("no_warmup", "measure_calls", "`step` events, expected = 9");
+}
+
+#[test]
+fn recorded_single_timing_is_named_single_timing() {
+    recorded_fixture(
+        "single_timing",
+        "measure_truth",
+        "a single timing (every step in one window)",
+    );
+}
+
+fn set(obs: &mut Observations, key: &str, v: Value) {
+    assert!(obs.metrics.contains_key(key), "no metric {key}");
+    obs.metrics.insert(key.into(), v);
+}
+
+fn list(obs: &Observations, key: &str) -> Vec<f64> {
+    obs.metrics[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+#[test]
+fn undivided_windows_are_named() {
+    let mut obs = recorded("solution");
+    let alt = obs.metrics["sim.b1.if_not_divided"].clone();
+    set(&mut obs, "sim.b1.samples", alt);
+    let v = grade_obs(obs);
+    assert_eq!(v["measure_truth"].0, Status::Fail);
+    assert!(v["measure_truth"]
+        .1
+        .starts_with("sim.b1: each sample is the whole window: divide by steps_per_repeat"));
+    assert_eq!(
+        v["measure_reproducible"].0,
+        Status::Fail,
+        "b2 differs from b1 now"
+    );
+}
+
+#[test]
+fn a_sample_off_by_more_than_a_nanosecond_fails_and_rounding_passes() {
+    let mut obs = recorded("solution");
+    let mut xs = list(&obs, "sim.a1.samples");
+    // a `_ns` clock rounds each read: within 1e-6 relative is the truth
+    xs[0] *= 1.0 + 4e-7;
+    set(&mut obs, "sim.a1.samples", json!(xs.clone()));
+    let v = grade_obs(obs.clone());
+    assert_eq!(v["measure_truth"].0, Status::Pass);
+    xs[3] *= 1.01;
+    set(&mut obs, "sim.a1.samples", json!(xs));
+    let v = grade_obs(obs);
+    assert_eq!(v["measure_truth"].0, Status::Fail);
+    assert!(
+        v["measure_truth"]
+            .1
+            .contains("1 of 7 values differ from sim.a1.truth, first #4"),
+        "{}",
+        v["measure_truth"].1
+    );
+}
+
+#[test]
+fn summaries_are_recomputed_and_mistakes_named() {
+    let base = recorded("solution");
+    let xs = list(&base, "summarize.odd.samples");
+    let n = xs.len();
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let mut s = xs.clone();
+    s.sort_by(f64::total_cmp);
+    let batch = base.metrics["summarize.odd.batch"].as_f64().unwrap();
+    let med = base.metrics["summarize.odd.median_s"].as_f64().unwrap();
+    assert_eq!(med, median(&xs));
+
+    let cases: [(&str, f64, &str, &str); 4] = [
+        (
+            "median_s",
+            mean,
+            "summary_median",
+            "that is the mean, not the median",
+        ),
+        (
+            "p90_s",
+            s[((0.9 * n as f64).ceil() as usize) - 1],
+            "summary_p90",
+            "that is the nearest-rank percentile",
+        ),
+        (
+            "tokens_per_s",
+            batch / med,
+            "summary_tokens_per_s",
+            "that counts the batch only",
+        ),
+        (
+            "steps_per_s",
+            1.0 / mean,
+            "summary_steps_per_s",
+            "that is 1/mean",
+        ),
+    ];
+    for (key, wrong, id, says) in cases {
+        let mut obs = base.clone();
+        set(&mut obs, &format!("summarize.odd.{key}"), json!(wrong));
+        let v = grade_obs(obs);
+        assert_eq!(failing(&v), vec![id.to_string()], "{key}");
+        assert!(v[id].1.starts_with("summarize.odd: "), "{}", v[id].1);
+        assert!(v[id].1.contains(says), "{key}: {}", v[id].1);
+    }
+}
+
+#[test]
+fn rates_may_follow_the_submissions_own_median() {
+    // a wrong median fails summary_median only: rates consistent with it are not counted twice
+    let mut obs = recorded("solution");
+    let xs = list(&obs, "summarize.even.samples");
+    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+    let (b, t) = (
+        obs.metrics["summarize.even.batch"].as_f64().unwrap(),
+        obs.metrics["summarize.even.seq_len"].as_f64().unwrap(),
+    );
+    set(&mut obs, "summarize.even.median_s", json!(mean));
+    set(&mut obs, "summarize.even.steps_per_s", json!(1.0 / mean));
+    set(&mut obs, "summarize.even.tokens_per_s", json!(b * t / mean));
+    assert_eq!(failing(&grade_obs(obs)), vec!["summary_median".to_string()]);
+}
+
+#[test]
+fn the_answer_is_tokens_per_s() {
+    let mut obs = recorded("solution");
+    set(&mut obs, "answer.comparable", json!("steps_per_s"));
+    assert_eq!(
+        failing(&grade_obs(obs)),
+        vec!["comparable_answer".to_string()]
+    );
+}
+
+// ------------------------------------------------------------------------ the check kinds
+
+#[test]
+fn median_and_percentile_follow_numpy() {
+    assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+    assert_eq!(median(&[7.0]), 7.0);
+    // numpy.percentile([1, 2, 3, 4], 90) == 3.7; ([10, 20], 90) == 19.0; ([5], 90) == 5.0
+    assert!((percentile(&[4.0, 1.0, 3.0, 2.0], 90.0) - 3.7).abs() < 1e-12);
+    assert!((percentile(&[20.0, 10.0], 90.0) - 19.0).abs() < 1e-12);
+    assert_eq!(percentile(&[5.0], 90.0), 5.0);
+    // numpy.percentile(range(1, 12), 90) == 10.0 (rank 9 exactly)
+    let xs: Vec<f64> = (1..12).map(f64::from).collect();
+    assert!((percentile(&xs, 90.0) - 10.0).abs() < 1e-12);
+}
+
+fn check(yaml: &str) -> Check {
+    #[derive(serde::Deserialize)]
+    struct W {
+        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
+        check: Check,
+    }
+    serde_yaml::from_str::<W>(&format!("check: {yaml}"))
+        .unwrap()
+        .check
+}
+
+fn run(yaml: &str, metrics: &[(&str, Value)]) -> checks::Outcome {
+    let mut ev = Evidence::default();
+    for (k, v) in metrics {
+        ev.obs.metrics.insert(k.to_string(), v.clone());
+    }
+    let ex = exercise();
+    evaluate(
+        &check(yaml),
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+    )
+}
+
+#[test]
+fn series_is_exact_at_zero_tolerance_and_reports_lengths() {
+    let spec = "{series: {actual: a, expected: e, max_rel_diff: 0}}";
+    assert!(run(spec, &[("a", json!([1.0, 2.0])), ("e", json!([1.0, 2.0]))]).pass);
+    let o = run(
+        spec,
+        &[("a", json!([1.0, 2.0000001])), ("e", json!([1.0, 2.0]))],
+    );
+    assert!(!o.pass);
+    assert!(
+        o.why
+            .en
+            .starts_with("1 of 2 values differ from e, first #2"),
+        "{}",
+        o.why.en
+    );
+    let o = run(spec, &[("a", json!([1.0])), ("e", json!([1.0, 2.0]))]);
+    assert!(
+        o.why.en.starts_with("returned 1 values where 2 were due"),
+        "{}",
+        o.why.en
+    );
+    let o = run(spec, &[("a", json!("[nan]")), ("e", json!([1.0]))]);
+    assert!(
+        o.why.en.contains("`a` is not a list of numbers"),
+        "{}",
+        o.why.en
+    );
+    let o = run(spec, &[("e", json!([1.0]))]);
+    assert!(!o.pass);
+    assert!(o.why.en.contains("`a` was not recorded"), "{}", o.why.en);
+}
+
+#[test]
+fn series_diagnoses_name_the_first_matching_mistake() {
+    let spec = "{series: {runs: [r1, r2], actual: s, expected: t, max_rel_diff: 1.0e-6, diagnose: [{metric: if_x, why: {zh: 是 X, en: it is X}}]}}";
+    let o = run(
+        spec,
+        &[
+            ("r1.s", json!([1.0, 2.0])),
+            ("r1.t", json!([1.0, 2.0])),
+            ("r2.s", json!([5.0, 5.0])),
+            ("r2.t", json!([1.0, 2.0])),
+            ("r2.if_x", json!([5.0, 5.0])),
+        ],
+    );
+    assert!(!o.pass);
+    assert!(
+        o.why
+            .en
+            .starts_with("r2: it is X (returned [5, 5], r2.t is [1, 2])"),
+        "{}",
+        o.why.en
+    );
+    assert!(o.why.zh.starts_with("r2：是 X"), "{}", o.why.zh);
+    assert_eq!(o.measured.en, "r1: 2/2 equal; r2: 0/2 equal");
+}
+
+#[test]
+fn stats_needs_samples_and_inputs() {
+    let o = run(
+        "{stats: {cases: [c], stat: tokens_per_s}}",
+        &[
+            ("c.samples", json!([0.5, 0.25, 1.0])),
+            ("c.median_s", json!(0.5)),
+            ("c.tokens_per_s", json!(64.0)),
+            ("c.batch", json!(4)),
+            ("c.seq_len", json!(8)),
+        ],
+    );
+    assert!(o.pass, "{}", o.why.en);
+    let o = run(
+        "{stats: {cases: [c], stat: p90}}",
+        &[("c.samples", json!([])), ("c.p90_s", json!(1.0))],
+    );
+    assert!(!o.pass);
+}
+
+// ------------------------------------------------------------------------ end to end
+
+fn grade_file(submission: &Path) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["exercise", ID, "--format", "json", "--submission"])
+        .arg(submission)
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), report)
+}
+
+fn verdict_table(report: &Value) -> String {
+    report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            format!(
+                "{:<28} {}",
+                v["id"].as_str().unwrap(),
+                v["status"].as_str().unwrap()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn explain(report: &Value) -> String {
+    let mut lines: Vec<String> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "FAIL")
+        .map(|v| {
+            format!(
+                "FAIL {}: {} [{}]",
+                v["id"], v["why"]["en"], v["measured"]["en"]
+            )
+        })
+        .collect();
+    lines.push(format!("run_failure: {}", report["run_failure"]));
+    lines.push(format!("stderr: {}", report["stderr_tail"]));
+    lines.join("\n")
+}
+
+fn fixture(name: &str, submission: PathBuf) -> Value {
+    let want = sorted(
+        expected()
+            .remove(name)
+            .unwrap_or_else(|| panic!("{name} missing from expected.yaml")),
+    );
+    let (code, report) = grade_file(&submission);
+    let got: Vec<String> = sorted(
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["status"] == "FAIL")
+            .map(|v| v["id"].as_str().unwrap().to_string())
+            .collect(),
+    );
+    assert_eq!(
+        got,
+        want,
+        "{name}: failing criteria differ\n{}",
+        explain(&report)
+    );
+    assert_eq!(
+        code,
+        if want.is_empty() { 0 } else { 1 },
+        "{name}: exit code"
+    );
+    insta::assert_snapshot!(format!("{ID}__{name}"), verdict_table(&report));
+    report
+}
+
+macro_rules! fixtures {
+    ($($name:ident),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            fixture(stringify!($name), root().join(format!("tests/fixtures/{ID}/{}.py", stringify!($name))));
+        }
+    )*};
+}
+
+fixtures!(
+    no_warmup,
+    no_sync,
+    single_timing,
+    steps_per_repeat_ignored,
+    window_not_divided,
+    warm_once,
+    mean_not_median,
+    nearest_rank,
+    tokens_from_batch,
+    steps_answered,
+    chained_timestamps,
+    perf_counter_ns_numpy,
+    timeit_quantiles,
+);
+
+#[test]
+fn every_fixture_is_tested() {
+    let listed: Vec<String> = expected()
+        .into_keys()
+        .filter(|k| k != "solution" && k != "starter")
+        .collect();
+    let mut files: Vec<String> = std::fs::read_dir(root().join(format!("tests/fixtures/{ID}")))
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            (p.extension()? == "py").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    files.sort();
+    assert_eq!(files, sorted(listed));
+    let src = std::fs::read_to_string(root().join("tests/lesson_01.rs")).unwrap();
+    for f in &files {
+        assert!(
+            src.contains(&format!("    {f},\n")),
+            "{f} is not in the fixtures! list"
+        );
+    }
+}
+
+#[test]
+fn solution_passes_everything() {
+    let r = fixture(
+        "solution",
+        root().join(format!("solutions/{ID}/exercise.py")),
+    );
+    assert_eq!(r["summary"]["points"], r["summary"]["max_points"]);
+}
+
+#[test]
+fn starter_fails_with_readable_reasons() {
+    let r = fixture(
+        "starter",
+        root().join(format!("exercises/{ID}/exercise.py")),
+    );
+    let why = |id: &str| {
+        r["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap()["why"]["en"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(why("measure_truth").contains("NotImplementedError: TODO: measure("));
+    assert!(why("summary_median").contains("NotImplementedError: TODO: summarize("));
+    assert!(why("comparable_answer").contains("answer.comparable is None"));
+}
