@@ -1,0 +1,383 @@
+//! Lesson 03 (03-memory): the `ledger` and `growth` check kinds and the lesson's rubric on recorded
+//! observations (pure Rust, exact, fast), and one end-to-end test that grades the solution, the
+//! starter and every fixture with the real binary (each must fail exactly the criteria of
+//! tests/fixtures/03-memory/expected.yaml; verdict tables are insta snapshots).
+use grade::checks::growth::{degree, law_name};
+use grade::checks::ledger::{optimizer_state_bytes, param_bytes};
+use grade::checks::{self, Env, Status, Verdict};
+use grade::observations::{Evidence, Observations};
+use grade::runner::Device;
+use grade::spec::{Exercise, Rubric};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+const ID: &str = "03-memory";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn exercise() -> Exercise {
+    Exercise::load(&root().join("exercises").join(ID)).unwrap()
+}
+
+fn recorded(name: &str) -> Observations {
+    let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn grade_obs(obs: Observations) -> Vec<Verdict> {
+    let ex = exercise();
+    let rubric = Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), &ex).unwrap();
+    let evidence = Evidence {
+        obs,
+        ..Default::default()
+    };
+    checks::grade(
+        &rubric,
+        &Env {
+            evidence: &evidence,
+            exercise: &ex,
+        },
+        Device::Cpu,
+    )
+}
+
+fn verdict<'a>(vs: &'a [Verdict], id: &str) -> &'a Verdict {
+    vs.iter().find(|v| v.id == id).unwrap()
+}
+
+/// Failing ids, without step_matches_reference (recorded observations carry no tensors).
+fn failing(vs: &[Verdict]) -> Vec<&str> {
+    vs.iter()
+        .filter(|v| v.status == Status::Fail && v.id != "step_matches_reference")
+        .map(|v| v.id.as_str())
+        .collect()
+}
+
+fn rows_mut<'a>(obs: &'a mut Observations, trace: &str) -> &'a mut Vec<grade::observations::Event> {
+    obs.traces.get_mut(trace).unwrap()
+}
+
+// ------------------------------------------------------------------------------ Rust truths
+
+#[test]
+fn ledger_truths_from_the_model_shape() {
+    let cfg = exercise().model;
+    // 236,928 float32 parameters in 53 tensors (vocab 256, seq_len 64, d_model 64, 4 blocks)
+    assert_eq!(param_bytes(&cfg), (947_712, 53));
+    assert_eq!(optimizer_state_bytes(&cfg, "adam"), Some(2 * 947_712 + 4 * 53));
+    assert_eq!(optimizer_state_bytes(&cfg, "sgd_momentum"), Some(947_712));
+    assert_eq!(optimizer_state_bytes(&cfg, "rmsprop"), None);
+}
+
+#[test]
+fn rust_truths_equal_what_python_measured() {
+    // the grader's Python rows (recorded) agree with the Rust formula: two independent accounts
+    let obs = recorded("solution");
+    let cfg = exercise().model;
+    for (trace, opt) in [("grader.adam", "adam"), ("grader.sgd", "sgd_momentum")] {
+        let row = &obs.traces[trace][0];
+        assert_eq!(row.fields["params"], json!(param_bytes(&cfg).0));
+        assert_eq!(row.fields["grads"], json!(param_bytes(&cfg).0));
+        assert_eq!(row.fields["optimizer_state"], json!(optimizer_state_bytes(&cfg, opt).unwrap()));
+    }
+}
+
+// ---------------------------------------------------------------------------------- growth
+
+#[test]
+fn degree_is_exact() {
+    let pts = |f: &dyn Fn(i64) -> i64, xs: &[i64]| xs.iter().map(|&x| (x, f(x))).collect::<Vec<_>>();
+    let xs = [8, 16, 32, 64];
+    assert_eq!(degree(&pts(&|_| 7, &xs)).unwrap().0, 0);
+    assert_eq!(degree(&pts(&|x| 3 * x + 100, &xs)).unwrap().0, 1, "affine is linear");
+    let (d, lead) = degree(&pts(&|x| 5 * x * x + 3 * x + 1, &xs)).unwrap();
+    assert_eq!((d, lead.to_f64()), (2, 5.0), "leading coefficient of a quadratic");
+    assert_eq!(degree(&pts(&|x| x * x * x, &[1, 2, 3, 4, 5])).unwrap().0, 3);
+    // unsorted and duplicate-free points give the same answer
+    assert_eq!(degree(&[(4, 12), (1, 3), (2, 6)]).unwrap().0, 1);
+    // three points cannot confirm a quadratic: at least degree 2, more points needed
+    assert_eq!(degree(&pts(&|x| x * x, &[1, 2, 3])), Err(2));
+    // off by one byte is no longer a low-degree polynomial
+    assert!(degree(&[(8, 100), (16, 200), (32, 401)]).is_err());
+    assert_eq!(law_name(1), "linear");
+    assert_eq!(law_name(2), "quadratic");
+}
+
+#[test]
+fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
+    let obs = recorded("solution");
+    let rows = &obs.traces["sweep.grader"];
+    assert_eq!(rows.len(), 12);
+    let v = |b: i64, t: i64| {
+        rows.iter()
+            .find(|r| r.fields["batch"] == json!(b) && r.fields["seq_len"] == json!(t))
+            .unwrap()
+            .fields["activations"]
+            .as_i64()
+            .unwrap()
+    };
+    for t in [8, 16, 32, 64] {
+        assert_eq!(degree(&[(1, v(1, t)), (2, v(2, t)), (4, v(4, t))]).unwrap().0, 1);
+    }
+    for b in [1, 2, 4] {
+        let pts: Vec<(i64, i64)> = [8, 16, 32, 64].iter().map(|&t| (t, v(b, t))).collect();
+        assert_eq!(degree(&pts).unwrap().0, 2);
+    }
+}
+
+// ------------------------------------------------------------------------- rubric, recorded
+
+#[test]
+fn recorded_solution_passes() {
+    let vs = grade_obs(recorded("solution"));
+    assert_eq!(failing(&vs), Vec::<&str>::new());
+    let cuda_only = ["peak_covers_step", "peak_is_allocated", "peak_reproducible"];
+    for v in &vs {
+        assert_eq!(v.status == Status::Skip, cuda_only.contains(&v.id.as_str()), "{}", v.id);
+    }
+    let g = verdict(&vs, "growth_laws");
+    assert!(g.why.en.contains("seq_len=8: 1→"), "per-row numbers shown: {}", g.why.en);
+    assert!(g.why.en.contains("quadratic"), "{}", g.why.en);
+}
+
+#[test]
+fn recorded_starter_fails_readably() {
+    let vs = grade_obs(recorded("starter"));
+    let want = [
+        "params_exact",
+        "grads_exact",
+        "optimizer_state_exact",
+        "activations_exact",
+        "sweep_matches",
+        "growth_laws",
+        "ledger_reproducible",
+        "peak_none_on_cpu",
+    ];
+    assert_eq!(failing(&vs), want);
+    let why = &verdict(&vs, "params_exact").why.en;
+    assert!(why.contains("NotImplementedError"), "{why}");
+}
+
+#[test]
+fn a_wrong_entry_fails_with_both_numbers() {
+    let mut obs = recorded("solution");
+    let row = &mut rows_mut(&mut obs, "ledger.sgd")[0];
+    row.fields.insert("activations".into(), json!(5_675_524 + 4096));
+    row.fields.insert("grads".into(), json!(0));
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["grads_exact", "activations_exact"]);
+    let a = verdict(&vs, "activations_exact");
+    assert_eq!(a.measured.en, "5,679,620 ≠ 5,675,524");
+    assert!(a.why.en.contains("ledger.sgd B=4, T=64 activations: 5,679,620 ≠ grader's 5,675,524 (+4,096)"), "{}", a.why.en);
+    let g = verdict(&vs, "grads_exact");
+    assert!(g.why.en.contains("0 ≠ grader's 947,712 (−947,712)"), "{}", g.why.en);
+    assert!(g.why.zh.contains("≠ 评分器 947,712"), "{}", g.why.zh);
+}
+
+#[test]
+fn optimizer_state_truth_follows_the_optimizer() {
+    // Adam's state (with `step`) reported for the SGD case is wrong, and vice versa
+    let mut obs = recorded("solution");
+    let adam = obs.traces["ledger.adam"][0].fields["optimizer_state"].clone();
+    rows_mut(&mut obs, "ledger.sgd")[0].fields.insert("optimizer_state".into(), adam);
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["optimizer_state_exact"]);
+    assert!(verdict(&vs, "optimizer_state_exact").why.en.contains("1,895,636 ≠ grader's 947,712"));
+}
+
+#[test]
+fn sweep_rows_must_cover_the_grid_once() {
+    let mut obs = recorded("solution");
+    let rows = rows_mut(&mut obs, "sweep.student");
+    let dup = rows[0].clone();
+    rows.remove(5); // B=2, T=16 missing
+    rows.push(dup); // B=1, T=8 twice
+    let mut extra = rows[1].clone();
+    extra.fields.insert("batch".into(), json!(3));
+    rows.push(extra);
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["sweep_matches"]);
+    let why = &verdict(&vs, "sweep_matches").why.en;
+    assert!(why.contains("sweep.student has 2 rows for B=1, T=8 (expected 1)"), "{why}");
+    assert!(why.contains("sweep.student has 0 rows for B=2, T=16 (expected 1)"), "{why}");
+    assert!(why.contains("extra row B=3, T=16"), "{why}");
+}
+
+#[test]
+fn a_wrong_growth_answer_fails_and_shows_the_rows() {
+    let mut obs = recorded("solution");
+    obs.metrics.insert("growth.seq_len".into(), Value::from("linear"));
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["growth_laws"]);
+    let g = verdict(&vs, "growth_laws");
+    assert_eq!(g.measured.en, "answer linear, fit linear; answer linear, fit quadratic");
+    assert!(g.why.en.starts_with("answered linear, but in the grader's sweep activations grows as quadratic in seq_len: batch=1: 8→"), "{}", g.why.en);
+}
+
+#[test]
+fn growth_needs_agreeing_groups() {
+    // a grader sweep whose groups disagree (one row off by a byte) decides nothing: FAIL, explained
+    let mut obs = recorded("solution");
+    let rows = rows_mut(&mut obs, "sweep.grader");
+    let a = rows[0].fields["activations"].as_i64().unwrap();
+    rows[0].fields.insert("activations".into(), json!(a + 1));
+    let vs = grade_obs(obs);
+    let g = verdict(&vs, "growth_laws");
+    assert_eq!(g.status, Status::Fail);
+    assert!(g.why.en.contains("does not decide"), "{}", g.why.en);
+}
+
+#[test]
+fn empty_cache_calls_fail() {
+    let mut obs = recorded("solution");
+    obs.metrics.insert("calls.empty_cache".into(), json!(3));
+    assert_eq!(failing(&grade_obs(obs)), ["no_empty_cache"]);
+}
+
+#[test]
+fn rubric_rejects_a_bad_ledger_spec() {
+    let ex = exercise();
+    let dir = std::env::temp_dir().join(format!("grade-lesson03-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (yaml, msg) in [
+        ("{actual: [a, b], expected: [c], entries: [params]}", "same number"),
+        ("{actual: a, expected: c, entries: [weights]}", "unknown `weights`"),
+        ("{actual: a, expected: c, entries: []}", "at least one"),
+    ] {
+        let path = dir.join("r.yaml");
+        std::fs::write(
+            &path,
+            format!("exercise: {ID}\ncriteria:\n  - id: x\n    title: {{zh: x, en: x}}\n    check:\n      ledger: {yaml}\n"),
+        )
+        .unwrap();
+        let err = Rubric::load(&path, &ex).unwrap_err().to_string();
+        assert!(err.contains(msg), "{yaml}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// ------------------------------------------------------------------------------- end to end
+
+struct Graded {
+    name: String,
+    code: i32,
+    report: Value,
+}
+
+fn grade_file(name: &str, submission: PathBuf) -> Graded {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["exercise", ID, "--format", "json", "--submission"])
+        .arg(&submission)
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!("{name}: not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    });
+    Graded {
+        name: name.into(),
+        code: out.status.code().unwrap_or(-1),
+        report,
+    }
+}
+
+fn report_failing(report: &Value) -> Vec<String> {
+    let mut v: Vec<String> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "FAIL")
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn verdict_table(report: &Value) -> String {
+    report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| format!("{:<28} {}", v["id"].as_str().unwrap(), v["status"].as_str().unwrap()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn explain(report: &Value) -> String {
+    let mut lines: Vec<String> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "FAIL")
+        .map(|v| format!("FAIL {}: {} [{}]", v["id"], v["why"]["en"], v["measured"]))
+        .collect();
+    lines.push(format!("run_failure: {}", report["run_failure"]));
+    lines.join("\n")
+}
+
+/// The solution, the starter and every fixture, two gradings at a time; each fails exactly its
+/// expected criteria, and its verdict table is a snapshot.
+#[test]
+fn every_submission_fails_exactly_its_criteria() {
+    let fixtures = root().join("tests/fixtures").join(ID);
+    let expected: BTreeMap<String, Vec<String>> =
+        serde_yaml::from_str(&std::fs::read_to_string(fixtures.join("expected.yaml")).unwrap()).unwrap();
+    let mut jobs: Vec<(String, PathBuf)> = vec![
+        ("solution".into(), root().join("solutions").join(ID).join("exercise.py")),
+        ("starter".into(), root().join("exercises").join(ID).join("exercise.py")),
+    ];
+    let mut stems: Vec<String> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .filter_map(|e| {
+            let p = e.unwrap().path();
+            (p.extension()? == "py").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
+        })
+        .collect();
+    stems.sort();
+    for s in &stems {
+        assert!(expected.contains_key(s), "{s}.py has no entry in expected.yaml");
+        jobs.push((s.clone(), fixtures.join(format!("{s}.py"))));
+    }
+    assert_eq!(jobs.len(), expected.len(), "expected.yaml names a fixture that does not exist");
+
+    let queue = std::sync::Mutex::new(jobs.clone());
+    let done = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let job = queue.lock().unwrap().pop();
+                let Some((name, path)) = job else { break };
+                let g = grade_file(&name, path);
+                done.lock().unwrap().push(g);
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap();
+    done.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(done.len(), jobs.len());
+    for g in &done {
+        let mut want = expected[&g.name].clone();
+        want.sort();
+        assert_eq!(report_failing(&g.report), want, "{}: failing criteria differ\n{}", g.name, explain(&g.report));
+        assert_eq!(g.code, if want.is_empty() { 0 } else { 1 }, "{}: exit code", g.name);
+        insta::assert_snapshot!(format!("{ID}__{}", g.name), verdict_table(&g.report));
+    }
+    // the starter explains itself: every failure names the missing function
+    let starter = &done.iter().find(|g| g.name == "starter").unwrap().report;
+    let why = starter["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "params_exact")
+        .unwrap()["why"]["en"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("NotImplementedError: TODO: memory_ledger"), "{why}");
+}
