@@ -24,7 +24,6 @@ from course import Config
 
 VARIANTS = (("off", False), ("on", True))
 
-_saved_tensors_hooks = torch.autograd.graph.saved_tensors_hooks
 _equal = torch.equal
 _synchronize = torch.cuda.synchronize
 ProbeFailed = Exception  # replaced by the driver's class in run()
@@ -102,19 +101,7 @@ class Lesson:
 
     def saved_bytes(self, model, fn):
         """Bytes of distinct storages saved for backward during fn(), parameters excluded."""
-        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        seen = {}
-
-        def pack(t):
-            s = t.untyped_storage()
-            ptr = s.data_ptr()
-            if ptr not in params:
-                seen[ptr] = s.nbytes()
-            return t
-
-        with _saved_tensors_hooks(pack, lambda t: t):
-            out = fn()
-        return out, sum(seen.values())
+        return self.ctx.lib.saved_bytes(model, fn)  # shared with lesson 03
 
     # -- probes -------------------------------------------------------------------------------
     def numerics(self):
