@@ -174,3 +174,142 @@ class SimDevice:
     def __exit__(self, *exc):
         self.ctx.virtual_now = None
         return False
+
+
+# ------------------------------------------------------------------------------------------------
+# Host read-backs and tensors made from Python values (lesson 06; any lesson that counts syncs).
+
+import os as _os
+import sys as _sys
+
+from torch.overrides import TorchFunctionMode as _TorchFunctionMode
+
+_TORCH_DIR = _os.path.dirname(torch.__file__) + _os.sep
+
+# Calls through which a tensor's value reaches Python (on CUDA each one waits for the device):
+# name -> bytes read: "one" element, "all" elements, or a fixed count.
+READBACKS = {
+    "item": "one", "__bool__": "one", "__float__": "one", "__int__": "one", "__index__": "one",
+    "__complex__": "one", "__contains__": "one",
+    "tolist": "all", "numpy": "all", "__array__": "all", "__repr__": "all", "__format__": "all",
+    "__reduce_ex__": "all", "cpu": "all", "to": "all",
+    "equal": 1, "allclose": 1,
+    "nonzero": 8, "argwhere": 8, "masked_select": 8, "unique": 8, "unique_consecutive": 8,
+}
+# Tensors created from Python numbers, lists or shapes (the same constant made again and again).
+FACTORIES = frozenset((
+    "tensor", "as_tensor", "asarray", "scalar_tensor", "from_numpy", "full", "ones", "zeros",
+    "empty", "arange", "range", "linspace", "logspace", "eye", "zeros_like", "ones_like",
+    "full_like", "empty_like", "new_tensor", "new_full", "new_ones", "new_zeros", "new_empty",
+))
+
+
+class HostReads(_TorchFunctionMode):
+    """Counts, device-independently, the host read-backs and the factory calls made by `files`.
+
+    Active as a `with` block around a call into a submission (or the grader's baseline). A torch
+    call counts when the first frame outside torch that made it is in one of `files` (so the course
+    model's own ops and the grader's never count), and only the outermost call counts (`print(t)`
+    is one read-back, not the dozen `.item()`s inside `Tensor.__repr__`).
+      - read-back: a call of `READBACKS` on a tensor that lives on the device; `.cpu()` and
+        `.to("cpu")` only when they move to the host. On CPU runs the "device" is the CPU and the
+        host is what `.cpu()`/`.to("cpu")` return: they return a distinct tensor there (as on
+        CUDA), which is marked as host, and so is everything computed from it — so
+        `logits.cpu()[0, -1].argmax().item()` is one read-back (of all the logits) on CPU and on
+        CUDA alike. Bytes: the tensor's (`.item()`: one element).
+      - factory: a call of `FACTORIES` (a tensor made from Python values).
+    Each becomes `readback {op, bytes, line}` / `factory {op, line}` in the active trace and in
+    `self.readbacks` / `self.factories`.
+    """
+
+    def __init__(self, ctx, files, device):
+        super().__init__()
+        self.ctx = ctx
+        self.files = {_os.path.abspath(f) for f in files}
+        self.cpu_run = torch.device(device).type == "cpu"
+        self.readbacks = []
+        self.factories = []
+
+    def host(self, t):
+        if t.device.type != "cpu":
+            return False
+        return getattr(t, "_grade_host", False) if self.cpu_run else True
+
+    def _caller_line(self):
+        f = _sys._getframe(2)
+        while f is not None and (f.f_code.co_filename.startswith(_TORCH_DIR)):
+            f = f.f_back
+        if f is not None and _os.path.abspath(f.f_code.co_filename) in self.files:
+            return f.f_lineno
+        return None
+
+    def _destination(self, name, args, kwargs):
+        """Where `.cpu()`/`.cuda()`/`.to(...)` sends args[0]: "host", "device" or None (dtype only).
+        On a CPU run, where the device is the host, the string "cpu" means the host for a tensor on
+        the device and the device for a host copy; a `torch.device` (how code names "the device",
+        `x.to(idx.device)`) means the device. On CUDA runs the devices say it all."""
+        if name in ("cpu", "cuda"):
+            return "host" if name == "cpu" else "device"
+        for a in list(args[1:]) + [kwargs.get("device"), kwargs.get("other")]:
+            if isinstance(a, (str, torch.device)):
+                try:
+                    cpu = torch.device(a).type == "cpu"
+                except (RuntimeError, ValueError):
+                    return None
+                if self.cpu_run:
+                    if isinstance(a, torch.device) or self.host(args[0]):
+                        return "device"
+                    return "host"
+                return "host" if cpu else "device"
+            if isinstance(a, torch.Tensor):
+                return "host" if self.host(a) else "device"
+        return None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        for a in args:
+            if isinstance(a, (list, tuple)):
+                tensors.extend(x for x in a if isinstance(x, torch.Tensor))
+        from_host = any(self.host(t) for t in tensors)
+        event = None
+        moves = name in ("cpu", "cuda", "to") and tensors and tensors[0] is args[0]
+        where = self._destination(name, args, kwargs) if moves else None
+        if moves and where is not None:
+            if where == "host" and not self.host(args[0]):
+                line = self._caller_line()
+                if line is not None:
+                    event = {"op": name, "bytes": int(args[0].numel() * args[0].element_size()), "line": line}
+                    self.readbacks.append(event)
+                    self.ctx.event("readback", **event)
+            out = func(*args, **kwargs)
+            if self.cpu_run and isinstance(out, torch.Tensor):
+                if out is args[0]:
+                    out = out.view_as(out)  # a distinct tensor, as a real copy would be
+                out._grade_host = where == "host"
+            return out
+        if name in READBACKS and name not in ("cpu", "to") and tensors and not all(self.host(t) for t in tensors):
+            line = self._caller_line()
+            if line is not None:
+                size = READBACKS[name]
+                src = tensors[0]
+                nbytes = (
+                    src.element_size() if size == "one"
+                    else src.numel() * src.element_size() if size == "all" else size
+                )
+                event = ("readback", {"op": name, "bytes": int(nbytes), "line": line})
+                self.readbacks.append(event[1])
+        elif name in FACTORIES:
+            line = self._caller_line()
+            if line is not None:
+                event = ("factory", {"op": name, "line": line})
+                self.factories.append(event[1])
+        if event:
+            self.ctx.event(event[0], **event[1])
+        out = func(*args, **kwargs)
+        if self.cpu_run and (from_host or name == "from_numpy"):
+            for t in out if isinstance(out, (list, tuple)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    t._grade_host = True
+        return out

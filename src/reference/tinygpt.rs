@@ -113,3 +113,41 @@ pub fn loss_and_grads(
         grads,
     }
 }
+
+/// Logits `[B, T, vocab]` of `idx` (no autograd), the same ops as `loss_and_grads`.
+pub fn logits(cfg: &ModelConfig, weights: &[(String, Tensor)], idx: &Tensor) -> Tensor {
+    let _guard = tch::no_grad_guard();
+    let named: BTreeMap<String, Tensor> = weights
+        .iter()
+        .map(|(n, w)| (n.clone(), w.shallow_clone()))
+        .collect();
+    let p = Params(&named);
+    let t = idx.size()[1];
+    let mask = Tensor::ones([cfg.seq_len, cfg.seq_len], (Kind::Bool, tch::Device::Cpu)).tril(0);
+    let pos = Tensor::arange(t, (Kind::Int64, tch::Device::Cpu));
+    let mut x = Tensor::embedding(p.get("tok_emb.weight"), idx, -1, false, false)
+        + Tensor::embedding(p.get("pos_emb.weight"), &pos, -1, false, false);
+    for i in 0..cfg.n_blocks {
+        x = block(&p, i, &x, cfg, &mask);
+    }
+    let h = layer_norm(&p, "ln_f", &x, cfg.d_model);
+    h.linear::<Tensor>(p.get("head.weight"), None)
+}
+
+/// Greedy decoding (lesson 06): `steps` new tokens after `prompt` (`[1, P]`, `P + steps - 1 <=
+/// seq_len`), each the argmax of the last position's logits over the whole sequence so far.
+pub fn greedy_decode(
+    cfg: &ModelConfig,
+    weights: &[(String, Tensor)],
+    prompt: &Tensor,
+    steps: i64,
+) -> Tensor {
+    let mut seq = prompt.shallow_clone();
+    let start = prompt.size()[1];
+    for _ in 0..steps {
+        let last = logits(cfg, weights, &seq).select(1, -1);
+        let next = last.argmax(-1, true);
+        seq = Tensor::cat(&[seq, next], 1);
+    }
+    seq.narrow(1, start, steps).view([-1])
+}
