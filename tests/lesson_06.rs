@@ -1,0 +1,414 @@
+//! Lesson 06 (`06-sync`): (a) the rubric on recorded observations, pure Rust, exact and fast;
+//! the grader's greedy decode in tch; (b) the grader's read-back instrument (`lib.py` HostReads)
+//! on every path through which a tensor's value reaches Python, one small Python run; (c) end to
+//! end: the real binary on the solution, the starter and every fixture of
+//! `tests/fixtures/06-sync/`, each failing exactly the criteria its `expected.yaml` lists, verdict
+//! tables snapshotted with insta.
+use grade::checks::{self, Env, Status};
+use grade::observations::{Event, Evidence, Observations};
+use grade::runner::Device;
+use grade::spec::{Exercise, Rubric};
+use grade::{reference, workload};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+const ID: &str = "06-sync";
+/// Criteria judged on tensors, which `--dump-observations` does not record.
+const ON_TENSORS: [&str; 3] = ["generate_matches_reference", "losses_match", "params_match"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn exercise() -> Exercise {
+    Exercise::load(&root().join("exercises").join(ID)).unwrap()
+}
+
+fn rubric(ex: &Exercise) -> Rubric {
+    Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), ex).unwrap()
+}
+
+// ------------------------------------------------------------------- the rubric, recorded runs
+
+fn recorded(name: &str) -> Observations {
+    let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn grade_obs(obs: Observations) -> BTreeMap<String, Status> {
+    let ex = exercise();
+    let r = rubric(&ex);
+    let ev = Evidence {
+        obs,
+        tensors: BTreeMap::new(),
+        run_failure: None,
+    };
+    checks::grade(
+        &r,
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+        Device::Cpu,
+    )
+    .into_iter()
+    .map(|v| (v.id, v.status))
+    .collect()
+}
+
+fn expected() -> BTreeMap<String, Vec<String>> {
+    let path = root().join(format!("tests/fixtures/{ID}/expected.yaml"));
+    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Failing criteria, leaving out those judged on tensors (not in recorded observations).
+fn failing_without_tensors(v: &BTreeMap<String, Status>) -> Vec<String> {
+    v.iter()
+        .filter(|(k, s)| **s == Status::Fail && !ON_TENSORS.contains(&k.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+const RECORDED: [&str; 7] = [
+    "solution",
+    "starter",
+    "item_every_step",
+    "python_float_sum",
+    "constants_per_step",
+    "logits_to_cpu",
+    "profiler_wrong_event",
+];
+
+#[test]
+fn recorded_runs_fail_exactly_their_expected_criteria() {
+    let want = expected();
+    for name in RECORDED {
+        let v = grade_obs(recorded(name));
+        let mut w: Vec<String> = want[name]
+            .iter()
+            .filter(|c| !ON_TENSORS.contains(&c.as_str()))
+            .cloned()
+            .collect();
+        w.sort();
+        assert_eq!(failing_without_tensors(&v), w, "{name}");
+        assert_eq!(v["instruments_intact"], Status::Pass, "{name}");
+    }
+}
+
+fn readbacks<'a>(obs: &'a Observations, stream: &str) -> Vec<&'a Event> {
+    obs.traces[stream].iter().filter(|e| e.e == "readback").collect()
+}
+
+/// `(op, line)` → how many, for one stream's read-backs.
+fn by_site(obs: &Observations, stream: &str) -> BTreeMap<(String, i64), usize> {
+    let mut m = BTreeMap::new();
+    for e in readbacks(obs, stream) {
+        let key = (
+            e.field_str("op").unwrap().to_string(),
+            e.fields["line"].as_i64().unwrap(),
+        );
+        *m.entry(key).or_insert(0) += 1;
+    }
+    m
+}
+
+#[test]
+fn the_instrument_sees_every_hidden_sync_of_the_baseline_at_its_line() {
+    let obs = recorded("solution");
+    let site = |op: &str, line: i64, n: usize| ((op.to_string(), line), n);
+    // exercises/06-sync/baseline.py, 16 steps, a log every 4: `if torch.isnan(loss)`,
+    // `loss.item()`, the accuracy's `.item()` every step, the f-string formatting a tensor per log
+    assert_eq!(
+        by_site(&obs, "host.baseline.long"),
+        BTreeMap::from([
+            site("__bool__", 22, 16),
+            site("item", 26, 16),
+            site("item", 28, 16),
+            site("__format__", 31, 4),
+        ])
+    );
+    assert_eq!(obs.metrics["baseline.long.factories"], json!(16)); // torch.tensor(...) per step
+    assert_eq!(obs.metrics["baseline.short.factories"], json!(8));
+    // the starter is the baseline: the same syncs in the student's file, and in generate() the
+    // prompt's tolist() plus the whole logits per token
+    let starter = recorded("starter");
+    let gen = by_site(&starter, "host.generate");
+    assert_eq!(gen.values().sum::<usize>(), 17);
+    assert_eq!(gen.get(&("cpu".into(), 48)), Some(&16));
+    assert_eq!(gen.get(&("tolist".into(), 43)), Some(&1));
+}
+
+#[test]
+fn recorded_solution_reads_back_once_per_log_and_the_tokens_once() {
+    let obs = recorded("solution");
+    for (run, logs) in [("short", 2), ("long", 4)] {
+        let rb = readbacks(&obs, &format!("host.train.{run}"));
+        assert_eq!(rb.len(), logs, "{run}");
+        assert!(rb.iter().all(|e| e.field_str("op") == Some("item") && e.fields["bytes"] == json!(4)));
+        assert_eq!(obs.metrics[&format!("train.{run}.factories")], json!(1), "{run}"); // the accumulator
+        assert_eq!(obs.metrics[&format!("{run}.expected_logs")], json!(logs));
+    }
+    let gen = readbacks(&obs, "host.generate");
+    assert_eq!(gen.len(), 1);
+    assert_eq!(gen[0].field_str("op"), Some("tolist"));
+    // seq_len 32: 16 new int64 tokens
+    assert_eq!(obs.metrics["generate.d2h_bytes"], json!(128));
+    assert_eq!(obs.metrics["generate.token_bytes"], json!(128));
+    // the profiler: 4 steps, log every 4 → one .item(); the baseline 3 per step + one format
+    assert_eq!(obs.metrics["profile.grader.train"], json!(1));
+    assert_eq!(obs.metrics["profile.grader.baseline"], json!(13));
+    assert_eq!(obs.metrics["profile.student.baseline"], json!(13));
+}
+
+#[test]
+fn a_tolist_sum_is_invisible_to_the_cpu_profiler_but_not_to_the_grader() {
+    let obs = recorded("python_float_sum");
+    assert_eq!(obs.metrics["train.long.readbacks"], json!(16));
+    assert!(readbacks(&obs, "host.train.long")
+        .iter()
+        .all(|e| e.field_str("op") == Some("tolist")));
+    assert_eq!(obs.metrics["profile.grader.train"], json!(0));
+}
+
+#[test]
+fn mutated_recorded_runs_fail_the_right_criterion() {
+    let cases: [(&str, Value, &str); 6] = [
+        ("train.long.readbacks", json!(7), "train_readbacks"),
+        ("train.short.readbacks", json!(5), "train_readbacks"),
+        ("train.long.factories", json!(2), "no_constants_in_loop"),
+        ("generate.readbacks", json!(3), "generate_readbacks"),
+        ("timing.train.median_s", json!(1.0), "throughput_not_worse"),
+        ("profile.student.train", json!(2), "profiler_counts_agree"),
+    ];
+    for (key, value, criterion) in cases {
+        let mut obs = recorded("solution");
+        if key == "timing.train.median_s" {
+            let base = obs.metrics["timing.baseline.median_s"].as_f64().unwrap();
+            obs.metrics.insert(key.into(), json!(base * 1.6));
+        } else {
+            obs.metrics.insert(key.into(), value);
+        }
+        let v = grade_obs(obs);
+        assert_eq!(failing_without_tensors(&v), vec![criterion.to_string()], "{key}");
+    }
+    // a grader that no longer sees the baseline's read-backs fails loudly, not silently
+    let mut obs = recorded("solution");
+    obs.metrics.insert("baseline.long.readbacks".into(), json!(3));
+    assert_eq!(
+        failing_without_tensors(&grade_obs(obs)),
+        vec!["train_readbacks".to_string()]
+    );
+}
+
+// --------------------------------------------------------------------- the grader's greedy decode
+
+#[test]
+fn greedy_decode_is_argmax_of_the_reference_logits_step_by_step() {
+    let ex = exercise();
+    let cfg = &ex.model;
+    let work = workload::generate(cfg, 11);
+    let (p, steps) = (cfg.seq_len / 4, cfg.seq_len / 2);
+    let prompt = work.idx.narrow(0, 0, 1).narrow(1, 0, p);
+    let tokens = reference::tinygpt::greedy_decode(cfg, &work.weights, &prompt, steps);
+    assert_eq!(tokens.size(), vec![steps]);
+    // the no-grad logits are the training forward's logits, bit for bit
+    let out = reference::tinygpt::loss_and_grads(cfg, &work.weights, &work.idx, &work.targets);
+    let logits = reference::tinygpt::logits(cfg, &work.weights, &work.idx);
+    assert!(logits.equal(&out.logits));
+    // each token is the argmax of the last position given everything before it
+    let toks: Vec<i64> = Vec::try_from(&tokens).unwrap();
+    let mut seq: Vec<i64> = Vec::try_from(&prompt.view([-1])).unwrap();
+    for t in toks {
+        let x = tch::Tensor::from_slice(&seq).view([1, -1]);
+        let last = reference::tinygpt::logits(cfg, &work.weights, &x).select(1, -1);
+        assert_eq!(last.argmax(-1, false).int64_value(&[0]), t);
+        seq.push(t);
+    }
+    // and it is what compute() hands the checks
+    let named = reference::compute(cfg, &work);
+    assert!(named["reference/greedy/tokens"].equal(&tokens));
+}
+
+// ------------------------------------------------------- the instrument on every read-back path
+
+/// Each path through which a tensor's value reaches Python, run from a file the counter watches:
+/// (name, Python expression, read-backs, bytes, factories). `v` is a [4, 5] f32 tensor, `s` a
+/// 0-dim f32 one, `dev` a `torch.device`.
+const PATHS: &[(&str, &str, usize, usize, usize)] = &[
+    ("item", "s.item()", 1, 4, 0),
+    ("float", "float(s)", 1, 4, 0),
+    ("int", "int(s)", 1, 4, 0),
+    ("bool", "bool(s)", 1, 4, 0),
+    ("if", "1 if torch.isnan(s) else 0", 1, 1, 0),
+    ("index", "[0, 1, 2][(s * 0).long()]", 1, 8, 0),
+    ("tolist", "v.tolist()", 1, 80, 0),
+    ("numpy", "v.numpy()", 1, 80, 0),
+    ("array", "numpy.asarray(v)", 1, 80, 0),
+    ("print", "print(v)", 1, 80, 0),
+    ("format", "f'{s:.3f}'", 1, 4, 0),
+    ("str", "str(v)", 1, 80, 0),
+    ("cpu", "v.cpu()", 1, 80, 0),
+    ("to_str", "v.to('cpu')", 1, 80, 0),
+    ("cpu_numpy", "v.cpu().numpy()", 1, 80, 0),
+    ("host_math", "v.cpu()[0].argmax().item()", 1, 80, 0),
+    ("equal", "torch.equal(v, v)", 1, 1, 0),
+    ("allclose", "torch.allclose(v, v)", 1, 1, 0),
+    ("nonzero", "v.nonzero()", 1, 8, 0),
+    ("contains", "1.0 in v", 1, 4, 0),
+    ("to_device", "v.to(dev)", 0, 0, 0),
+    ("to_dtype", "v.to(torch.float64)", 0, 0, 0),
+    ("back_to_device", "torch.cat([v, v.cpu().to(dev)]).sum()", 1, 80, 0),
+    ("device_math", "(v * 2).sum(0)", 0, 0, 0),
+    ("tensor", "torch.tensor(3.0)", 0, 0, 1),
+    ("zeros", "torch.zeros(())", 0, 0, 1),
+    ("full_like", "torch.full_like(v, 2)", 0, 0, 1),
+];
+
+#[test]
+fn host_reads_counts_every_read_back_path_once_on_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("paths.py");
+    let mut py = String::from(
+        "import contextlib, io, json, sys\nimport numpy, torch\n\
+         sys.path.insert(0, sys.argv[1])\n\
+         import importlib.util\n\
+         spec = importlib.util.spec_from_file_location('grade_lib', sys.argv[2])\n\
+         lib = importlib.util.module_from_spec(spec); spec.loader.exec_module(lib)\n\
+         class Ctx:\n    def event(self, kind, **f): pass\n\
+         v = torch.randn(4, 5); s = v.sum(); dev = torch.device('cpu')\nout = {}\n",
+    );
+    for (name, expr, ..) in PATHS {
+        py.push_str(&format!(
+            "c = lib.HostReads(Ctx(), [__file__], 'cpu')\n\
+             with contextlib.redirect_stdout(io.StringIO()), c:\n    {expr}\n\
+             out[{name:?}] = [len(c.readbacks), sum(r['bytes'] for r in c.readbacks), len(c.factories)]\n"
+        ));
+    }
+    py.push_str("print(json.dumps(out))\n");
+    std::fs::write(&script, py).unwrap();
+    let out = Command::new(root().join(".venv/bin/python"))
+        .arg(&script)
+        .arg(root().join("exercises"))
+        .arg(root().join("src/driver/lib.py"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: BTreeMap<String, [usize; 3]> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut wrong = Vec::new();
+    for (name, expr, n, bytes, factories) in PATHS {
+        if got[*name] != [*n, *bytes, *factories] {
+            wrong.push(format!("{name} `{expr}`: got {:?}, want {:?}", got[*name], [n, bytes, factories]));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+// ------------------------------------------------------------------------------- end to end
+
+fn grade_file(submission: &PathBuf) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["exercise", ID, "--format", "json", "--submission"])
+        .arg(submission)
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), report)
+}
+
+fn verdict_table(report: &Value) -> String {
+    report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| format!("{:<28} {}", v["id"].as_str().unwrap(), v["status"].as_str().unwrap()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn explain(report: &Value) -> String {
+    let mut lines: Vec<String> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "FAIL")
+        .map(|v| format!("FAIL {}: {} [{}]", v["id"], v["why"]["en"], v["measured"]["en"]))
+        .collect();
+    lines.push(format!("run_failure: {}", report["run_failure"]));
+    lines.join("\n")
+}
+
+/// The solution, the starter and every fixture, one at a time (the throughput criterion times
+/// real runs: no two gradings at once on a 2-core machine).
+#[test]
+fn solution_starter_and_every_fixture_fail_exactly_their_criteria() {
+    let want = expected();
+    let dir = root().join(format!("tests/fixtures/{ID}"));
+    let mut subs: Vec<(String, PathBuf)> = vec![
+        ("solution".into(), root().join(format!("solutions/{ID}/exercise.py"))),
+        ("starter".into(), root().join(format!("exercises/{ID}/exercise.py"))),
+    ];
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "py"))
+        .collect();
+    files.sort();
+    for p in files {
+        let stem = p.file_stem().unwrap().to_string_lossy().into_owned();
+        subs.push((stem, p));
+    }
+    assert_eq!(
+        subs.len(),
+        want.len(),
+        "every fixture has an expected.yaml entry and every entry a fixture"
+    );
+    let mut problems = Vec::new();
+    for (name, path) in &subs {
+        let w = want
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing from expected.yaml"));
+        let (code, report) = grade_file(path);
+        let mut got: Vec<String> = report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["status"] == "FAIL")
+            .map(|v| v["id"].as_str().unwrap().to_string())
+            .collect();
+        got.sort();
+        let mut w = w.clone();
+        w.sort();
+        if got != w || code != if w.is_empty() { 0 } else { 1 } {
+            problems.push(format!(
+                "{name}: exit {code}, failed {got:?}, expected {w:?}\n{}",
+                explain(&report)
+            ));
+            continue;
+        }
+        insta::assert_snapshot!(format!("{ID}__{name}"), verdict_table(&report));
+        if name == "starter" {
+            // readable: the failing read-back criterion says how many and against what bound
+            let why = report["verdicts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["id"] == "train_readbacks")
+                .unwrap()["why"]["en"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(why.contains("train.short.readbacks"), "{why}");
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
