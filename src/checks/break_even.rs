@@ -105,11 +105,9 @@ pub fn evaluate(spec: &BreakEvenSpec, env: &Env) -> Outcome {
                 _ => ("", ""),
             };
             let got = shown_answer(answer);
+            // exact values (shortest round-trip form): the student can replay the case
             let args = format!(
-                "eager_step_s={}, compiled_first_s={}, compiled_step_s={}",
-                fmt_num(eager),
-                fmt_num(first),
-                fmt_num(step)
+                "eager_step_s={eager}, compiled_first_s={first}, compiled_step_s={step}"
             );
             wrong_zh.push(format!("break_even({args}) 返回 {got}，应为 {}{ez}", show(expected)));
             wrong_en.push(format!("break_even({args}) returned {got}, expected {}{ee}", show(expected)));
