@@ -316,7 +316,7 @@ fn series_is_exact_at_zero_tolerance_and_reports_lengths() {
     );
     let o = run(spec, &[("a", json!([1.0])), ("e", json!([1.0, 2.0]))]);
     assert!(
-        o.why.en.starts_with("returned 1 values where 2 were due"),
+        o.why.en.starts_with("returned 1 value where 2 were due"),
         "{}",
         o.why.en
     );

@@ -60,6 +60,14 @@ fn short(v: &Value) -> String {
     }
 }
 
+fn values(k: usize) -> String {
+    if k == 1 {
+        "1 value".into()
+    } else {
+        format!("{k} values")
+    }
+}
+
 /// |a - e| ≤ tol · |e| (exact equality when tol is 0).
 pub fn rel_close(a: f64, e: f64, tol: f64) -> bool {
     a == e || (a - e).abs() <= tol * e.abs()
@@ -105,7 +113,7 @@ fn judge(spec: &SeriesSpec, env: &Env, prefix: Option<&str>) -> Result<One, Abse
     } else {
         text!(
             format!("{} 个值，应为 {n} 个", actual.len()),
-            format!("{} values, expected {n}", actual.len())
+            format!("{}, expected {n}", values(actual.len()))
         )
     };
     let shown = |xs: &[f64]| {
@@ -135,14 +143,10 @@ fn judge(spec: &SeriesSpec, env: &Env, prefix: Option<&str>) -> Result<One, Abse
     }
     let why = if actual.len() != n {
         text!(
+            format!("返回了 {} 个值，应为 {n} 个；{}", actual.len(), facts.zh),
             format!(
-                "返回了 {} 个值，应为 {n} 个（每个计时窗口一个）；{}",
-                actual.len(),
-                facts.zh
-            ),
-            format!(
-                "returned {} values where {n} were due (one per timed window); {}",
-                actual.len(),
+                "returned {} where {n} were due; {}",
+                values(actual.len()),
                 facts.en
             )
         )
