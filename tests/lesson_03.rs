@@ -107,11 +107,24 @@ fn degree_is_exact() {
     assert_eq!(law_name(2), "quadratic");
 }
 
+/// The recorded grader sweep's grid: sorted distinct batches and seq_lens.
+fn grid(obs: &Observations) -> (Vec<i64>, Vec<i64>) {
+    let rows = &obs.traces["sweep.grader"];
+    let axis = |k: &str| {
+        let mut v: Vec<i64> = rows.iter().map(|r| r.fields[k].as_i64().unwrap()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    (axis("batch"), axis("seq_len"))
+}
+
 #[test]
 fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
     let obs = recorded("solution");
     let rows = &obs.traces["sweep.grader"];
-    assert_eq!(rows.len(), 12);
+    let (bs, ts) = grid(&obs);
+    assert_eq!((bs.len(), ts.len(), rows.len()), (3, 4, 12), "a 3 × 4 grid drawn from the seed");
     let v = |b: i64, t: i64| {
         rows.iter()
             .find(|r| r.fields["batch"] == json!(b) && r.fields["seq_len"] == json!(t))
@@ -120,11 +133,12 @@ fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
             .as_i64()
             .unwrap()
     };
-    for t in [8, 16, 32, 64] {
-        assert_eq!(degree(&[(1, v(1, t)), (2, v(2, t)), (4, v(4, t))]).unwrap().0, 1);
+    for &t in &ts {
+        let pts: Vec<(i64, i64)> = bs.iter().map(|&b| (b, v(b, t))).collect();
+        assert_eq!(degree(&pts).unwrap().0, 1);
     }
-    for b in [1, 2, 4] {
-        let pts: Vec<(i64, i64)> = [8, 16, 32, 64].iter().map(|&t| (t, v(b, t))).collect();
+    for &b in &bs {
+        let pts: Vec<(i64, i64)> = ts.iter().map(|&t| (t, v(b, t))).collect();
         assert_eq!(degree(&pts).unwrap().0, 2);
     }
 }
@@ -140,7 +154,9 @@ fn recorded_solution_passes() {
         assert_eq!(v.status == Status::Skip, cuda_only.contains(&v.id.as_str()), "{}", v.id);
     }
     let g = verdict(&vs, "growth_laws");
-    assert!(g.why.en.contains("seq_len=8: 1→"), "per-row numbers shown: {}", g.why.en);
+    let (bs, ts) = grid(&recorded("solution"));
+    let first = format!("seq_len={}: {}→", ts[0], bs[0]);
+    assert!(g.why.en.contains(&first), "per-row numbers shown: {}", g.why.en);
     assert!(g.why.en.contains("quadratic"), "{}", g.why.en);
 }
 
@@ -192,19 +208,23 @@ fn optimizer_state_truth_follows_the_optimizer() {
 #[test]
 fn sweep_rows_must_cover_the_grid_once() {
     let mut obs = recorded("solution");
+    let (bs, ts) = grid(&obs);
     let rows = rows_mut(&mut obs, "sweep.student");
-    let dup = rows[0].clone();
-    rows.remove(5); // B=2, T=16 missing
-    rows.push(dup); // B=1, T=8 twice
+    let at = |r: &grade::observations::Event| (r.fields["batch"].clone(), r.fields["seq_len"].clone());
+    let (p0, p1) = ((json!(bs[0]), json!(ts[0])), (json!(bs[1]), json!(ts[1])));
+    let dup = rows.iter().find(|r| at(r) == p0).unwrap().clone();
+    rows.retain(|r| at(r) != p1); // one grid point missing
+    rows.push(dup); // another twice
     let mut extra = rows[1].clone();
-    extra.fields.insert("batch".into(), json!(3));
-    rows.push(extra);
+    extra.fields.insert("batch".into(), json!(99));
+    rows.push(extra); // and one off the grid
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["sweep_matches"]);
     let why = &verdict(&vs, "sweep_matches").why.en;
-    assert!(why.contains("sweep.student has 2 rows for B=1, T=8 (expected 1)"), "{why}");
-    assert!(why.contains("sweep.student has 0 rows for B=2, T=16 (expected 1)"), "{why}");
-    assert!(why.contains("extra row B=3, T=16"), "{why}");
+    let has = |s: String| assert!(why.contains(&s), "{s} not in: {why}");
+    has(format!("sweep.student has 2 rows for B={}, T={} (expected 1)", bs[0], ts[0]));
+    has(format!("sweep.student has 0 rows for B={}, T={} (expected 1)", bs[1], ts[1]));
+    has("extra row B=99".to_string());
 }
 
 #[test]

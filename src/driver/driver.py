@@ -240,15 +240,17 @@ def _install_clocks(ctx):
 
 
 def _install_empty_cache(ctx, torch):
-    """Count `torch.cuda.empty_cache()` calls (an `empty_cache` event in the active trace), on CPU
-    too, where the real one does nothing: calling it to "fix" memory is a mistake on any device."""
+    """Count the submission's `torch.cuda.empty_cache()` calls (an `empty_cache` event in the active
+    trace), on CPU too, where the real one does nothing: calling it to "fix" memory is a mistake on
+    any device. Calls from torch itself or the grader are not counted."""
     import torch.cuda.memory as cuda_memory
 
     real = cuda_memory.empty_cache
 
     def empty_cache():
-        ctx.empty_cache_calls += 1
-        ctx.event("empty_cache")
+        if _from_submission():
+            ctx.empty_cache_calls += 1
+            ctx.event("empty_cache")
         return real()
 
     empty_cache.__wrapped__ = real
