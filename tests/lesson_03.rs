@@ -3,7 +3,7 @@
 //! starter and every fixture with the real binary (each must fail exactly the criteria of
 //! tests/fixtures/03-memory/expected.yaml; verdict tables are insta snapshots).
 use grade::checks::growth::{degree, law_name};
-use grade::checks::ledger::{optimizer_state_bytes, param_bytes};
+use grade::checks::ledger::{activation_bytes, optimizer_state_bytes, param_bytes};
 use grade::checks::{self, Env, Status, Verdict};
 use grade::observations::{Evidence, Observations};
 use grade::runner::Device;
@@ -84,6 +84,25 @@ fn rust_truths_equal_what_python_measured() {
         assert_eq!(row.fields["grads"], json!(param_bytes(&cfg).0));
         assert_eq!(row.fields["optimizer_state"], json!(optimizer_state_bytes(&cfg, opt).unwrap()));
     }
+}
+
+#[test]
+fn activation_formula_equals_every_measured_row() {
+    // the grader's saved_tensors_hooks measurement (Python) and the op-by-op formula (Rust) agree
+    // on every row it recorded: single ledgers and the whole sweep
+    let obs = recorded("solution");
+    let cfg = exercise().model;
+    let mut n = 0;
+    for trace in ["grader.adam", "grader.sgd", "sweep.grader", "ledger.adam", "sweep.student"] {
+        for r in &obs.traces[trace] {
+            let (b, t) = (r.fields["batch"].as_i64().unwrap(), r.fields["seq_len"].as_i64().unwrap());
+            assert_eq!(r.fields["activations"].as_i64().unwrap(), activation_bytes(&cfg, b, t), "{trace} B={b} T={t}");
+            n += 1;
+        }
+    }
+    assert_eq!(n, 2 + 12 + 1 + 12);
+    // the laws, read off the formula: linear in B (slope a·T² + b·T), quadratic in T
+    assert_eq!(activation_bytes(&cfg, 4, 64), 5_675_524);
 }
 
 // ---------------------------------------------------------------------------------- growth
