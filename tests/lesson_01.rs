@@ -481,6 +481,8 @@ fixtures!(
     nearest_rank,
     tokens_from_batch,
     steps_answered,
+    rate_from_mean,
+    clock_wrapped,
     chained_timestamps,
     perf_counter_ns_numpy,
     timeit_quantiles,
