@@ -68,7 +68,10 @@ fn ledger_truths_from_the_model_shape() {
     let cfg = exercise().model;
     // 236,928 float32 parameters in 53 tensors (vocab 256, seq_len 64, d_model 64, 4 blocks)
     assert_eq!(param_bytes(&cfg), (947_712, 53));
-    assert_eq!(optimizer_state_bytes(&cfg, "adam"), Some(2 * 947_712 + 4 * 53));
+    assert_eq!(
+        optimizer_state_bytes(&cfg, "adam"),
+        Some(2 * 947_712 + 4 * 53)
+    );
     assert_eq!(optimizer_state_bytes(&cfg, "sgd_momentum"), Some(947_712));
     assert_eq!(optimizer_state_bytes(&cfg, "rmsprop"), None);
 }
@@ -82,7 +85,10 @@ fn rust_truths_equal_what_python_measured() {
         let row = &obs.traces[trace][0];
         assert_eq!(row.fields["params"], json!(param_bytes(&cfg).0));
         assert_eq!(row.fields["grads"], json!(param_bytes(&cfg).0));
-        assert_eq!(row.fields["optimizer_state"], json!(optimizer_state_bytes(&cfg, opt).unwrap()));
+        assert_eq!(
+            row.fields["optimizer_state"],
+            json!(optimizer_state_bytes(&cfg, opt).unwrap())
+        );
     }
 }
 
@@ -93,10 +99,23 @@ fn activation_formula_equals_every_measured_row() {
     let obs = recorded("solution");
     let cfg = exercise().model;
     let mut n = 0;
-    for trace in ["grader.adam", "grader.sgd", "sweep.grader", "ledger.adam", "sweep.student"] {
+    for trace in [
+        "grader.adam",
+        "grader.sgd",
+        "sweep.grader",
+        "ledger.adam",
+        "sweep.student",
+    ] {
         for r in &obs.traces[trace] {
-            let (b, t) = (r.fields["batch"].as_i64().unwrap(), r.fields["seq_len"].as_i64().unwrap());
-            assert_eq!(r.fields["activations"].as_i64().unwrap(), activation_bytes(&cfg, b, t), "{trace} B={b} T={t}");
+            let (b, t) = (
+                r.fields["batch"].as_i64().unwrap(),
+                r.fields["seq_len"].as_i64().unwrap(),
+            );
+            assert_eq!(
+                r.fields["activations"].as_i64().unwrap(),
+                activation_bytes(&cfg, b, t),
+                "{trace} B={b} T={t}"
+            );
             n += 1;
         }
     }
@@ -109,12 +128,21 @@ fn activation_formula_equals_every_measured_row() {
 
 #[test]
 fn degree_is_exact() {
-    let pts = |f: &dyn Fn(i64) -> i64, xs: &[i64]| xs.iter().map(|&x| (x, f(x))).collect::<Vec<_>>();
+    let pts =
+        |f: &dyn Fn(i64) -> i64, xs: &[i64]| xs.iter().map(|&x| (x, f(x))).collect::<Vec<_>>();
     let xs = [8, 16, 32, 64];
     assert_eq!(degree(&pts(&|_| 7, &xs)).unwrap().0, 0);
-    assert_eq!(degree(&pts(&|x| 3 * x + 100, &xs)).unwrap().0, 1, "affine is linear");
+    assert_eq!(
+        degree(&pts(&|x| 3 * x + 100, &xs)).unwrap().0,
+        1,
+        "affine is linear"
+    );
     let (d, lead) = degree(&pts(&|x| 5 * x * x + 3 * x + 1, &xs)).unwrap();
-    assert_eq!((d, lead.to_f64()), (2, 5.0), "leading coefficient of a quadratic");
+    assert_eq!(
+        (d, lead.to_f64()),
+        (2, 5.0),
+        "leading coefficient of a quadratic"
+    );
     assert_eq!(degree(&pts(&|x| x * x * x, &[1, 2, 3, 4, 5])).unwrap().0, 3);
     // unsorted and duplicate-free points give the same answer
     assert_eq!(degree(&[(4, 12), (1, 3), (2, 6)]).unwrap().0, 1);
@@ -143,7 +171,11 @@ fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
     let obs = recorded("solution");
     let rows = &obs.traces["sweep.grader"];
     let (bs, ts) = grid(&obs);
-    assert_eq!((bs.len(), ts.len(), rows.len()), (3, 4, 12), "a 3 × 4 grid drawn from the seed");
+    assert_eq!(
+        (bs.len(), ts.len(), rows.len()),
+        (3, 4, 12),
+        "a 3 × 4 grid drawn from the seed"
+    );
     let v = |b: i64, t: i64| {
         rows.iter()
             .find(|r| r.fields["batch"] == json!(b) && r.fields["seq_len"] == json!(t))
@@ -170,12 +202,21 @@ fn recorded_solution_passes() {
     assert_eq!(failing(&vs), Vec::<&str>::new());
     let cuda_only = ["peak_covers_step", "peak_is_allocated", "peak_reproducible"];
     for v in &vs {
-        assert_eq!(v.status == Status::Skip, cuda_only.contains(&v.id.as_str()), "{}", v.id);
+        assert_eq!(
+            v.status == Status::Skip,
+            cuda_only.contains(&v.id.as_str()),
+            "{}",
+            v.id
+        );
     }
     let g = verdict(&vs, "growth_laws");
     let (bs, ts) = grid(&recorded("solution"));
     let first = format!("seq_len={}: {}→", ts[0], bs[0]);
-    assert!(g.why.en.contains(&first), "per-row numbers shown: {}", g.why.en);
+    assert!(
+        g.why.en.contains(&first),
+        "per-row numbers shown: {}",
+        g.why.en
+    );
     assert!(g.why.en.contains("quadratic"), "{}", g.why.en);
 }
 
@@ -201,15 +242,26 @@ fn recorded_starter_fails_readably() {
 fn a_wrong_entry_fails_with_both_numbers() {
     let mut obs = recorded("solution");
     let row = &mut rows_mut(&mut obs, "ledger.sgd")[0];
-    row.fields.insert("activations".into(), json!(5_675_524 + 4096));
+    row.fields
+        .insert("activations".into(), json!(5_675_524 + 4096));
     row.fields.insert("grads".into(), json!(0));
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["grads_exact", "activations_exact"]);
     let a = verdict(&vs, "activations_exact");
     assert_eq!(a.measured.en, "5,679,620 ≠ 5,675,524");
-    assert!(a.why.en.contains("ledger.sgd B=4, T=64 activations: 5,679,620 ≠ grader's 5,675,524 (+4,096)"), "{}", a.why.en);
+    assert!(
+        a.why
+            .en
+            .contains("ledger.sgd B=4, T=64 activations: 5,679,620 ≠ grader's 5,675,524 (+4,096)"),
+        "{}",
+        a.why.en
+    );
     let g = verdict(&vs, "grads_exact");
-    assert!(g.why.en.contains("0 ≠ grader's 947,712 (−947,712)"), "{}", g.why.en);
+    assert!(
+        g.why.en.contains("0 ≠ grader's 947,712 (−947,712)"),
+        "{}",
+        g.why.en
+    );
     assert!(g.why.zh.contains("≠ 评分器 947,712"), "{}", g.why.zh);
 }
 
@@ -218,10 +270,15 @@ fn optimizer_state_truth_follows_the_optimizer() {
     // Adam's state (with `step`) reported for the SGD case is wrong, and vice versa
     let mut obs = recorded("solution");
     let adam = obs.traces["ledger.adam"][0].fields["optimizer_state"].clone();
-    rows_mut(&mut obs, "ledger.sgd")[0].fields.insert("optimizer_state".into(), adam);
+    rows_mut(&mut obs, "ledger.sgd")[0]
+        .fields
+        .insert("optimizer_state".into(), adam);
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["optimizer_state_exact"]);
-    assert!(verdict(&vs, "optimizer_state_exact").why.en.contains("1,895,636 ≠ grader's 947,712"));
+    assert!(verdict(&vs, "optimizer_state_exact")
+        .why
+        .en
+        .contains("1,895,636 ≠ grader's 947,712"));
 }
 
 #[test]
@@ -229,7 +286,8 @@ fn sweep_rows_must_cover_the_grid_once() {
     let mut obs = recorded("solution");
     let (bs, ts) = grid(&obs);
     let rows = rows_mut(&mut obs, "sweep.student");
-    let at = |r: &grade::observations::Event| (r.fields["batch"].clone(), r.fields["seq_len"].clone());
+    let at =
+        |r: &grade::observations::Event| (r.fields["batch"].clone(), r.fields["seq_len"].clone());
     let (p0, p1) = ((json!(bs[0]), json!(ts[0])), (json!(bs[1]), json!(ts[1])));
     let dup = rows.iter().find(|r| at(r) == p0).unwrap().clone();
     rows.retain(|r| at(r) != p1); // one grid point missing
@@ -241,19 +299,29 @@ fn sweep_rows_must_cover_the_grid_once() {
     assert_eq!(failing(&vs), ["sweep_matches"]);
     let why = &verdict(&vs, "sweep_matches").why.en;
     let has = |s: String| assert!(why.contains(&s), "{s} not in: {why}");
-    has(format!("sweep.student has 2 rows for B={}, T={} (expected 1)", bs[0], ts[0]));
-    has(format!("sweep.student has 0 rows for B={}, T={} (expected 1)", bs[1], ts[1]));
+    has(format!(
+        "sweep.student has 2 rows for B={}, T={} (expected 1)",
+        bs[0], ts[0]
+    ));
+    has(format!(
+        "sweep.student has 0 rows for B={}, T={} (expected 1)",
+        bs[1], ts[1]
+    ));
     has("extra row B=99".to_string());
 }
 
 #[test]
 fn a_wrong_growth_answer_fails_and_shows_the_rows() {
     let mut obs = recorded("solution");
-    obs.metrics.insert("growth.seq_len".into(), Value::from("linear"));
+    obs.metrics
+        .insert("growth.seq_len".into(), Value::from("linear"));
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["growth_laws"]);
     let g = verdict(&vs, "growth_laws");
-    assert_eq!(g.measured.en, "answer linear, fit linear; answer linear, fit quadratic");
+    assert_eq!(
+        g.measured.en,
+        "answer linear, fit linear; answer linear, fit quadratic"
+    );
     assert!(g.why.en.starts_with("answered linear, but in the grader's sweep activations grows as quadratic in seq_len: batch=1: 8→"), "{}", g.why.en);
 }
 
@@ -283,8 +351,14 @@ fn rubric_rejects_a_bad_ledger_spec() {
     let dir = std::env::temp_dir().join(format!("grade-lesson03-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (yaml, msg) in [
-        ("{actual: [a, b], expected: [c], entries: [params]}", "same number"),
-        ("{actual: a, expected: c, entries: [weights]}", "unknown `weights`"),
+        (
+            "{actual: [a, b], expected: [c], entries: [params]}",
+            "same number",
+        ),
+        (
+            "{actual: a, expected: c, entries: [weights]}",
+            "unknown `weights`",
+        ),
         ("{actual: a, expected: c, entries: []}", "at least one"),
     ] {
         let path = dir.join("r.yaml");
@@ -317,7 +391,10 @@ fn grade_file(name: &str, submission: PathBuf) -> Graded {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!("{name}: not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "{name}: not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     });
     Graded {
         name: name.into(),
@@ -343,7 +420,13 @@ fn verdict_table(report: &Value) -> String {
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| format!("{:<28} {}", v["id"].as_str().unwrap(), v["status"].as_str().unwrap()))
+        .map(|v| {
+            format!(
+                "{:<28} {}",
+                v["id"].as_str().unwrap(),
+                v["status"].as_str().unwrap()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -366,10 +449,17 @@ fn explain(report: &Value) -> String {
 fn every_submission_fails_exactly_its_criteria() {
     let fixtures = root().join("tests/fixtures").join(ID);
     let expected: BTreeMap<String, Vec<String>> =
-        serde_yaml::from_str(&std::fs::read_to_string(fixtures.join("expected.yaml")).unwrap()).unwrap();
+        serde_yaml::from_str(&std::fs::read_to_string(fixtures.join("expected.yaml")).unwrap())
+            .unwrap();
     let mut jobs: Vec<(String, PathBuf)> = vec![
-        ("solution".into(), root().join("solutions").join(ID).join("exercise.py")),
-        ("starter".into(), root().join("exercises").join(ID).join("exercise.py")),
+        (
+            "solution".into(),
+            root().join("solutions").join(ID).join("exercise.py"),
+        ),
+        (
+            "starter".into(),
+            root().join("exercises").join(ID).join("exercise.py"),
+        ),
     ];
     let mut stems: Vec<String> = std::fs::read_dir(&fixtures)
         .unwrap()
@@ -380,10 +470,17 @@ fn every_submission_fails_exactly_its_criteria() {
         .collect();
     stems.sort();
     for s in &stems {
-        assert!(expected.contains_key(s), "{s}.py has no entry in expected.yaml");
+        assert!(
+            expected.contains_key(s),
+            "{s}.py has no entry in expected.yaml"
+        );
         jobs.push((s.clone(), fixtures.join(format!("{s}.py"))));
     }
-    assert_eq!(jobs.len(), expected.len(), "expected.yaml names a fixture that does not exist");
+    assert_eq!(
+        jobs.len(),
+        expected.len(),
+        "expected.yaml names a fixture that does not exist"
+    );
 
     let queue = std::sync::Mutex::new(jobs.clone());
     let done = std::sync::Mutex::new(Vec::new());
@@ -403,8 +500,19 @@ fn every_submission_fails_exactly_its_criteria() {
     for g in &done {
         let mut want = expected[&g.name].clone();
         want.sort();
-        assert_eq!(report_failing(&g.report), want, "{}: failing criteria differ\n{}", g.name, explain(&g.report));
-        assert_eq!(g.code, if want.is_empty() { 0 } else { 1 }, "{}: exit code", g.name);
+        assert_eq!(
+            report_failing(&g.report),
+            want,
+            "{}: failing criteria differ\n{}",
+            g.name,
+            explain(&g.report)
+        );
+        assert_eq!(
+            g.code,
+            if want.is_empty() { 0 } else { 1 },
+            "{}: exit code",
+            g.name
+        );
         insta::assert_snapshot!(format!("{ID}__{}", g.name), verdict_table(&g.report));
     }
     // the starter explains itself: every failure names the missing function
@@ -418,5 +526,8 @@ fn every_submission_fails_exactly_its_criteria() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(why.contains("NotImplementedError: TODO: memory_ledger"), "{why}");
+    assert!(
+        why.contains("NotImplementedError: TODO: memory_ledger"),
+        "{why}"
+    );
 }

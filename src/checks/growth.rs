@@ -35,7 +35,10 @@ impl Frac {
     }
     fn new(num: i128, den: i128) -> Frac {
         let g = gcd(num, den) * den.signum();
-        Frac { num: num / g, den: den / g }
+        Frac {
+            num: num / g,
+            den: den / g,
+        }
     }
     fn sub(self, o: Frac) -> Frac {
         Frac::new(self.num * o.den - o.num * self.den, self.den * o.den)
@@ -108,7 +111,10 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         match (int(r, by), int(r, axis), int(r, value)) {
             (Some(g), Some(x), Some(y)) => groups.entry(g).or_default().push((x, y)),
             _ => {
-                let why = Text::same(format!("{}: a row lacks integer {by}/{axis}/{value}", spec.rows));
+                let why = Text::same(format!(
+                    "{}: a row lacks integer {by}/{axis}/{value}",
+                    spec.rows
+                ));
                 return Outcome::missing(why, "—");
             }
         }
@@ -130,7 +136,11 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
                     _ => format!(" ≈ {}·{axis}^{d}", fmt_num(lead.to_f64())),
                 };
                 let law = law_name(d);
-                lines.push(format!("{by}={g}: {listed} ({law}{}{})", term, if d > 0 { " + …" } else { "" }));
+                lines.push(format!(
+                    "{by}={g}: {listed} ({law}{}{})",
+                    term,
+                    if d > 0 { " + …" } else { "" }
+                ));
                 Some(law)
             }
             Err(k) => {
@@ -153,7 +163,9 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
             bound,
             text!(
                 format!("评分器的扫描无法确定 {value} 随 {axis} 的增长规律：{table}"),
-                format!("the grader's sweep does not decide how {value} grows with {axis}: {table}")
+                format!(
+                    "the grader's sweep does not decide how {value} grows with {axis}: {table}"
+                )
             ),
         );
     };
@@ -171,7 +183,10 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
     };
     Outcome::new(
         pass,
-        text!(format!("回答 {answer}，拟合 {law}"), format!("answer {answer}, fit {law}")),
+        text!(
+            format!("回答 {answer}，拟合 {law}"),
+            format!("answer {answer}, fit {law}")
+        ),
         bound,
         why,
     )

@@ -105,8 +105,16 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
         for t in truth {
             let mine: Vec<&Event> = rows.iter().filter(|r| key(r) == key(t)).collect();
             if mine.len() != 1 {
-                bad_zh.push(format!("{a_name} 在 {} 有 {} 行（应为 1 行）", at(t), mine.len()));
-                bad_en.push(format!("{a_name} has {} rows for {} (expected 1)", mine.len(), at(t)));
+                bad_zh.push(format!(
+                    "{a_name} 在 {} 有 {} 行（应为 1 行）",
+                    at(t),
+                    mine.len()
+                ));
+                bad_en.push(format!(
+                    "{a_name} has {} rows for {} (expected 1)",
+                    mine.len(),
+                    at(t)
+                ));
                 continue;
             }
             for entry in &spec.entries {
@@ -120,11 +128,21 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                 if got != Some(want) {
                     let g = got.map_or("—".into(), |v| fmt_num(v as f64));
                     let diff = got.map_or(String::new(), |v| {
-                        format!(" ({}{})", if v > want { "+" } else { "−" }, fmt_num((v - want).abs() as f64))
+                        format!(
+                            " ({}{})",
+                            if v > want { "+" } else { "−" },
+                            fmt_num((v - want).abs() as f64)
+                        )
                     });
                     let w = fmt_num(want as f64);
-                    bad_zh.push(format!("{a_name} {} {entry}：{g} ≠ 评分器 {w}{diff}", at(t)));
-                    bad_en.push(format!("{a_name} {} {entry}: {g} ≠ grader's {w}{diff}", at(t)));
+                    bad_zh.push(format!(
+                        "{a_name} {} {entry}：{g} ≠ 评分器 {w}{diff}",
+                        at(t)
+                    ));
+                    bad_en.push(format!(
+                        "{a_name} {} {entry}: {g} ≠ grader's {w}{diff}",
+                        at(t)
+                    ));
                     first_bad.get_or_insert((got.unwrap_or(0), want));
                 }
             }
@@ -132,14 +150,20 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
         for r in rows {
             if !truth.iter().any(|t| key(t) == key(r)) {
                 bad_zh.push(format!("{a_name} 多出一行 {}（不在网格中）", at(r)));
-                bad_en.push(format!("{a_name} has an extra row {} (not in the grid)", at(r)));
+                bad_en.push(format!(
+                    "{a_name} has an extra row {} (not in the grid)",
+                    at(r)
+                ));
             }
         }
     }
     let all_same = values.windows(2).all(|w| w[0] == w[1]);
     if bad_en.is_empty() {
         if checked == 0 {
-            return Outcome::missing(Text::same(format!("{} has no rows", expect.join(", "))), bound);
+            return Outcome::missing(
+                Text::same(format!("{} has no rows", expect.join(", "))),
+                bound,
+            );
         }
         let measured = match values.first() {
             Some((Some(v), _)) if all_same => Text::same(format!("{} B", fmt_num(*v as f64))),
@@ -158,11 +182,19 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
     }
     let n = bad_en.len();
     let measured = match first_bad {
-        Some((g, w)) if n == 1 => Text::same(format!("{} ≠ {}", fmt_num(g as f64), fmt_num(w as f64))),
+        Some((g, w)) if n == 1 => {
+            Text::same(format!("{} ≠ {}", fmt_num(g as f64), fmt_num(w as f64)))
+        }
         _ => text!(format!("{n} 处不符"), format!("{n} mismatches")),
     };
     let shown = 4;
-    let more = |n: usize| if n > shown { format!(" …(+{})", n - shown) } else { String::new() };
+    let more = |n: usize| {
+        if n > shown {
+            format!(" …(+{})", n - shown)
+        } else {
+            String::new()
+        }
+    };
     Outcome::new(
         false,
         measured,
