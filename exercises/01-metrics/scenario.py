@@ -17,7 +17,8 @@ Rust from rubrics/01-metrics.yaml. Probes:
              outliers, one sample, two samples) and on the real samples. Only inputs and answers
              are recorded; Rust recomputes median, p90, steps/s and tokens/s itself.
   shapes     steps/s and tokens/s at the grader's shape, at seq_len ÷ 4 and at batch ÷ 4, measured
-             with the submission's measure() (interleaved rounds) and summarize().
+             with the submission's measure() (interleaved rounds, each call traced as
+             `shapes.r<round>.<shape>`) and summarize().
   answer     COMPARABLE_ACROSS_SEQ_LEN.
 """
 import math
@@ -277,12 +278,22 @@ class Lesson:
 
             return step
 
+        def sync():
+            ctx.event("sync")
+            self.sync_device()
+
+        w, r, rounds = int(p["warmup"]), int(p["repeats"]), int(p["rounds"])
+        if int(p["calls"]) != rounds * len(shapes) * (w + r):
+            raise RuntimeError(f"exercise.yaml: shapes.calls must be rounds × 3 × (warmup + repeats) in {p}")
         steps = {k: step_for(*bt) for k, bt in shapes.items()}
         samples = {k: [] for k in shapes}
         names = list(shapes)
-        for rnd in range(int(p["rounds"])):
+        for rnd in range(rounds):
             for k in names[rnd % len(names):] + names[: rnd % len(names)]:  # rotate: drift hits all
-                got = measure(steps[k], self.sync_device, warmup=int(p["warmup"]), repeats=int(p["repeats"]), steps_per_repeat=1)
+                got = self.traced(
+                    f"shapes.r{rnd}.{k}",
+                    lambda: measure(steps[k], sync, warmup=w, repeats=r, steps_per_repeat=1),
+                )
                 samples[k] += numbers("measure()", got)
         for k, (b, t) in shapes.items():
             self.summary(f"shapes.{k}", samples[k], b, t)
