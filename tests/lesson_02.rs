@@ -100,12 +100,20 @@ fn ranking_exact_fails_on_order_and_shows_both_lists() {
     let out = run("{ranking: {actual: a, expected: e}}", &ev);
     assert!(!out.pass);
     assert!(
-        out.why.en.starts_with("#2 is aten::bmm, expected aten::addmm."),
+        out.why
+            .en
+            .starts_with("#2 is aten::bmm, expected aten::addmm."),
         "{}",
         out.why.en
     );
-    assert!(out.why.en.contains("yours: 1. aten::mm; 2. aten::bmm; 3. aten::addmm"));
-    assert!(out.why.en.contains("grader's: 1. aten::mm; 2. aten::addmm; 3. aten::bmm"));
+    assert!(out
+        .why
+        .en
+        .contains("yours: 1. aten::mm; 2. aten::bmm; 3. aten::addmm"));
+    assert!(out
+        .why
+        .en
+        .contains("grader's: 1. aten::mm; 2. aten::addmm; 3. aten::bmm"));
     assert!(out.why.zh.contains("第 2 名是 aten::bmm，应为 aten::addmm"));
 }
 
@@ -116,14 +124,21 @@ fn ranking_exact_fails_on_length_and_on_self_time() {
     assert!(!out.pass);
     assert!(out.why.en.contains("3 entries listed, expected 5"));
 
-    let mine = [GRADER[0], ("aten::addmm", 58901.0 * 1.01, Some(24)), GRADER[2]];
+    let mine = [
+        GRADER[0],
+        ("aten::addmm", 58901.0 * 1.01, Some(24)),
+        GRADER[2],
+    ];
     let ev = evidence(&[("a", ops(&mine)), ("e", ops(&GRADER[..3]))]);
     let out = run(
         "{ranking: {actual: a, expected: e, fields: {self_us: 1.0e-6}}}",
         &ev,
     );
     assert!(!out.pass);
-    assert!(out.why.en.contains("`self_us` differs (beyond tolerance): aten::addmm"));
+    assert!(out
+        .why
+        .en
+        .contains("`self_us` differs (beyond tolerance): aten::addmm"));
 }
 
 #[test]
@@ -139,7 +154,11 @@ fn ranking_fields_catch_missing_and_wrong_call_counts() {
         &ev,
     );
     assert!(!out.pass);
-    assert!(out.why.en.contains("no `calls` for aten::mm"), "{}", out.why.en);
+    assert!(
+        out.why.en.contains("no `calls` for aten::mm"),
+        "{}",
+        out.why.en
+    );
     assert!(out
         .why
         .en
@@ -275,7 +294,13 @@ fn failing(v: &BTreeMap<String, Status>) -> Vec<String> {
 #[test]
 fn recorded_runs_fail_exactly_their_expected_criteria() {
     let want = expected();
-    for name in ["solution", "starter", "sorted_by_total", "whole_run", "verify_different_inputs"] {
+    for name in [
+        "solution",
+        "starter",
+        "sorted_by_total",
+        "whole_run",
+        "verify_different_inputs",
+    ] {
         let v = grade_obs(recorded(name));
         let mut w = want[name].clone();
         w.sort();
@@ -289,8 +314,14 @@ fn recorded_solution_profiles_exactly_three_steps_after_a_warmup_step() {
     let obs = recorded("solution");
     for run in ["profile.run1", "profile.run2"] {
         let steps: Vec<&Event> = obs.traces[run].iter().filter(|e| e.e == "step").collect();
-        let active = steps.iter().filter(|e| e.fields["active"] == json!(true)).count();
-        let warm = steps.iter().filter(|e| e.field_str("phase") == Some("warmup")).count();
+        let active = steps
+            .iter()
+            .filter(|e| e.fields["active"] == json!(true))
+            .count();
+        let warm = steps
+            .iter()
+            .filter(|e| e.field_str("phase") == Some("warmup"))
+            .count();
         assert_eq!((active, warm), (3, 1), "{run}");
         // the recording flag torch reports and the phase the grader saw agree
         for e in &steps {
@@ -309,7 +340,9 @@ fn a_wrong_answer_in_a_recorded_run_fails_its_criterion() {
     obs.metrics
         .insert("verify.fast_wrong.outputs_close".into(), json!(true));
     // the per-step time reported as the total of three steps
-    let x = obs.metrics["verify.slow_right.candidate_us"].as_f64().unwrap();
+    let x = obs.metrics["verify.slow_right.candidate_us"]
+        .as_f64()
+        .unwrap();
     obs.metrics
         .insert("verify.slow_right.candidate_us".into(), json!(x * 5.0));
     let v = grade_obs(obs);
@@ -341,7 +374,13 @@ fn verdict_table(report: &Value) -> String {
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| format!("{:<28} {}", v["id"].as_str().unwrap(), v["status"].as_str().unwrap()))
+        .map(|v| {
+            format!(
+                "{:<28} {}",
+                v["id"].as_str().unwrap(),
+                v["status"].as_str().unwrap()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -352,7 +391,12 @@ fn explain(report: &Value) -> String {
         .unwrap()
         .iter()
         .filter(|v| v["status"] == "FAIL")
-        .map(|v| format!("FAIL {}: {} [{}]", v["id"], v["why"]["en"], v["measured"]["en"]))
+        .map(|v| {
+            format!(
+                "FAIL {}: {} [{}]",
+                v["id"], v["why"]["en"], v["measured"]["en"]
+            )
+        })
         .collect();
     lines.push(format!("run_failure: {}", report["run_failure"]));
     lines.join("\n")
@@ -365,8 +409,14 @@ fn solution_starter_and_every_fixture_fail_exactly_their_criteria() {
     let want = expected();
     let dir = root().join(format!("tests/fixtures/{ID}"));
     let mut subs: Vec<(String, PathBuf)> = vec![
-        ("solution".into(), root().join(format!("solutions/{ID}/exercise.py"))),
-        ("starter".into(), root().join(format!("exercises/{ID}/exercise.py"))),
+        (
+            "solution".into(),
+            root().join(format!("solutions/{ID}/exercise.py")),
+        ),
+        (
+            "starter".into(),
+            root().join(format!("exercises/{ID}/exercise.py")),
+        ),
     ];
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()

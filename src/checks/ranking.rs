@@ -55,7 +55,9 @@ fn show(rows: &[Row]) -> String {
 
 /// `|a - b| <= tol * max(|a|, |b|)` (plus a hair for float noise).
 fn agree(a: f64, b: f64, tol: f64) -> bool {
-    a.is_finite() && b.is_finite() && (a - b).abs() <= tol * a.abs().max(b.abs()) + 1e-9 * (1.0 + b.abs())
+    a.is_finite()
+        && b.is_finite()
+        && (a - b).abs() <= tol * a.abs().max(b.abs()) + 1e-9 * (1.0 + b.abs())
 }
 
 pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
@@ -71,7 +73,11 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
                 .within
                 .map(|w| format!("first {w}"))
                 .unwrap_or_else(|| "all".into());
-            let lead = if spec.leader { ("，第一名相同", ", same first") } else { ("", "") };
+            let lead = if spec.leader {
+                ("，第一名相同", ", same first")
+            } else {
+                ("", "")
+            };
             text!(
                 format!("≥ {n} 个在评分器前 {within} 名中{}", lead.0),
                 format!("≥ {n} among the grader's {within_en}{}", lead.1)
@@ -103,8 +109,16 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
                 format!("{}/{} names match", k, expected.len())
             );
             if actual.len() != expected.len() {
-                bad_zh.push(format!("列出 {} 项，应为 {} 项", actual.len(), expected.len()));
-                bad_en.push(format!("{} entries listed, expected {}", actual.len(), expected.len()));
+                bad_zh.push(format!(
+                    "列出 {} 项，应为 {} 项",
+                    actual.len(),
+                    expected.len()
+                ));
+                bad_en.push(format!(
+                    "{} entries listed, expected {}",
+                    actual.len(),
+                    expected.len()
+                ));
             }
             if !same {
                 if let Some((a, e)) = actual.iter().zip(&expected).find(|(a, e)| a.name != e.name) {
@@ -125,8 +139,18 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
                 .filter(|n| pool.contains(n))
                 .collect();
             measured = text!(
-                format!("{}/{} 个在评分器前 {} 名中", hits.len(), actual.len(), pool.len()),
-                format!("{}/{} among the grader's first {}", hits.len(), actual.len(), pool.len())
+                format!(
+                    "{}/{} 个在评分器前 {} 名中",
+                    hits.len(),
+                    actual.len(),
+                    pool.len()
+                ),
+                format!(
+                    "{}/{} among the grader's first {}",
+                    hits.len(),
+                    actual.len(),
+                    pool.len()
+                )
             );
             if hits.len() < need {
                 bad_zh.push(format!(
@@ -143,7 +167,10 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
                 ));
             }
             if spec.leader {
-                let (a, e) = (actual.first().map(|r| r.name.as_str()), expected.first().map(|r| r.name.as_str()));
+                let (a, e) = (
+                    actual.first().map(|r| r.name.as_str()),
+                    expected.first().map(|r| r.name.as_str()),
+                );
                 if a.is_none() || a != e {
                     let (a, e) = (a.unwrap_or("—"), e.unwrap_or("—"));
                     bad_zh.push(format!("第一名是 {a}，评分器的第一名是 {e}"));
@@ -160,7 +187,12 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
             let Some(e) = expected.iter().find(|e| e.name == a.name) else {
                 continue;
             };
-            let get = |r: &Row| r.fields.iter().find(|(k, _)| k == field).and_then(|(_, v)| *v);
+            let get = |r: &Row| {
+                r.fields
+                    .iter()
+                    .find(|(k, _)| k == field)
+                    .and_then(|(_, v)| *v)
+            };
             match (get(a), get(e)) {
                 (None, _) => missing.push(a.name.clone()),
                 (Some(x), Some(y)) if !agree(x, y, *tol) => {
@@ -179,8 +211,16 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
             } else {
                 ("超出容差", "beyond tolerance")
             };
-            bad_zh.push(format!("`{field}` 不一致（{}）：{}", how.0, differ.join(", ")));
-            bad_en.push(format!("`{field}` differs ({}): {}", how.1, differ.join(", ")));
+            bad_zh.push(format!(
+                "`{field}` 不一致（{}）：{}",
+                how.0,
+                differ.join(", ")
+            ));
+            bad_en.push(format!(
+                "`{field}` differs ({}): {}",
+                how.1,
+                differ.join(", ")
+            ));
         }
     }
     let sides = text!(
