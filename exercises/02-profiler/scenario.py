@@ -238,7 +238,7 @@ class Lesson:
                             "e": "op",
                             "name": name if isinstance(name, str) else repr(name)[:80],
                             "self_us": number(item.get("self_time_us")),
-                            "calls": calls if isinstance(calls, int) else None,
+                            "calls": int(calls) if calls is not None and math.isfinite(calls) and calls == int(calls) else None,
                         }
                     )
                 self.ctx.traces[f"top_ops.{run}.top{k}"] = rows
