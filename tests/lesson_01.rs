@@ -476,6 +476,7 @@ fixtures!(
     single_timing,
     steps_per_repeat_ignored,
     window_not_divided,
+    milliseconds,
     warm_once,
     mean_not_median,
     nearest_rank,

@@ -12,7 +12,9 @@ Rust from rubrics/01-metrics.yaml. Probes:
              window; b: several), each measured twice on a fresh device with the same costs.
   real       measure() on the real TinyGPT training step (zero_grad, forward + loss, backward)
              twice, interleaved with the grader's own measurement of the same step (warm-up, sync,
-             median of windows).
+             one-step windows) before, between and after the two calls; each call's median is
+             compared with the grader's blocks around it (`real.run<k>.grader_*`: the slowest
+             wall time, and the least thread CPU time of a step, a floor for any wall timing).
   summarize  summarize() on hidden sample sets drawn from the seed (odd and even counts, ties,
              outliers, one sample, two samples) and on the real samples. Only inputs and answers
              are recorded; Rust recomputes median, p90, steps/s and tokens/s itself.
@@ -24,6 +26,7 @@ Rust from rubrics/01-metrics.yaml. Probes:
 import math
 import random
 import statistics
+import time
 
 import torch
 from safetensors.torch import load_file
@@ -31,6 +34,7 @@ from safetensors.torch import load_file
 from course import Config
 
 _median = statistics.median  # captured before the submission is imported
+_thread_time = time.thread_time  # CPU time of this thread: a floor for any wall-clock timing
 _synchronize = torch.cuda.synchronize
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
@@ -179,19 +183,21 @@ class Lesson:
             ctx.event("sync")
             self.sync_device()
 
-        grader = []
-
         def grader_block():  # the grader's own measurement of the same step: sync, one step each
+            out = []  # (wall seconds, CPU seconds of this thread)
             for _ in range(int(p["grader_repeats"])):
                 self.sync_device()
-                t0 = ctx.clock()
+                t0, c0 = ctx.clock(), _thread_time()
                 step()
                 self.sync_device()
-                grader.append(ctx.clock() - t0)
+                out.append((ctx.clock() - t0, _thread_time() - c0))
+            return out
 
         for _ in range(w):
             step()
-        grader_block()
+        # G0, run1, G1, run2, G2: each run is compared with the grader's blocks right around it,
+        # so drift in the machine's speed over the probe cancels out
+        blocks = [grader_block()]
         for run in (1, 2):
             name = f"real.run{run}"
             samples = numbers(
@@ -203,8 +209,12 @@ class Lesson:
                 ctx.metric(f"{name}.median_s", _median(samples))
             if run == 1:
                 self.real_samples = samples
-            grader_block()
-        ctx.metric("real.grader.median_s", _median(grader))
+            blocks.append(grader_block())
+            around = blocks[-2] + blocks[-1]
+            ctx.metric(f"{name}.grader_median_s", _median([w for w, _ in around]))
+            ctx.metric(f"{name}.grader_max_s", max(w for w, _ in around))
+            # no wall-clock timing of a step can be shorter than the CPU time the step takes
+            ctx.metric(f"{name}.grader_cpu_min_s", min(c for _, c in around))
 
     # -- summarize ----------------------------------------------------------------------------
     def summary(self, prefix, samples, batch, seq_len):
