@@ -150,7 +150,10 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         };
         laws.push(law);
     }
-    let bound = Text::same(format!("GROWTH['{axis}'] = law of {value}"));
+    let bound = text!(
+        format!("GROWTH['{axis}'] = {value} 的增长规律"),
+        format!("GROWTH['{axis}'] = how {value} grows")
+    );
     let fitted: Option<&String> = match laws.first() {
         Some(Some(l)) if laws.iter().all(|x| x.as_ref() == Some(l)) => Some(l),
         _ => None,

@@ -165,8 +165,13 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                 bound,
             );
         }
+        let shown: Vec<String> = values
+            .iter()
+            .map(|(v, _)| fmt_num(v.unwrap_or(0) as f64))
+            .collect();
         let measured = match values.first() {
             Some((Some(v), _)) if all_same => Text::same(format!("{} B", fmt_num(*v as f64))),
+            _ if checked <= 3 => Text::same(format!("{} B", shown.join(" / "))),
             _ => text!(format!("{checked} 项相等"), format!("{checked} equal")),
         };
         let streams = actual.join(", ");
