@@ -98,7 +98,10 @@ fn recorded_runs_fail_exactly_their_expected_criteria() {
 }
 
 fn readbacks<'a>(obs: &'a Observations, stream: &str) -> Vec<&'a Event> {
-    obs.traces[stream].iter().filter(|e| e.e == "readback").collect()
+    obs.traces[stream]
+        .iter()
+        .filter(|e| e.e == "readback")
+        .collect()
 }
 
 /// `(op, line)` → how many, for one stream's read-backs.
@@ -146,8 +149,14 @@ fn recorded_solution_reads_back_once_per_log_and_the_tokens_once() {
     for (run, logs) in [("short", 2), ("long", 4)] {
         let rb = readbacks(&obs, &format!("host.train.{run}"));
         assert_eq!(rb.len(), logs, "{run}");
-        assert!(rb.iter().all(|e| e.field_str("op") == Some("item") && e.fields["bytes"] == json!(4)));
-        assert_eq!(obs.metrics[&format!("train.{run}.factories")], json!(1), "{run}"); // the accumulator
+        assert!(rb
+            .iter()
+            .all(|e| e.field_str("op") == Some("item") && e.fields["bytes"] == json!(4)));
+        assert_eq!(
+            obs.metrics[&format!("train.{run}.factories")],
+            json!(1),
+            "{run}"
+        ); // the accumulator
         assert_eq!(obs.metrics[&format!("{run}.expected_logs")], json!(logs));
     }
     let gen = readbacks(&obs, "host.generate");
@@ -191,11 +200,16 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
             obs.metrics.insert(key.into(), value);
         }
         let v = grade_obs(obs);
-        assert_eq!(failing_without_tensors(&v), vec![criterion.to_string()], "{key}");
+        assert_eq!(
+            failing_without_tensors(&v),
+            vec![criterion.to_string()],
+            "{key}"
+        );
     }
     // a grader that no longer sees the baseline's read-backs fails loudly, not silently
     let mut obs = recorded("solution");
-    obs.metrics.insert("baseline.long.readbacks".into(), json!(3));
+    obs.metrics
+        .insert("baseline.long.readbacks".into(), json!(3));
     assert_eq!(
         failing_without_tensors(&grade_obs(obs)),
         vec!["train_readbacks".to_string()]
@@ -259,7 +273,13 @@ const PATHS: &[(&str, &str, usize, usize, usize)] = &[
     ("contains", "1.0 in v", 1, 4, 0),
     ("to_device", "v.to(dev)", 0, 0, 0),
     ("to_dtype", "v.to(torch.float64)", 0, 0, 0),
-    ("back_to_device", "torch.cat([v, v.cpu().to(dev)]).sum()", 1, 80, 0),
+    (
+        "back_to_device",
+        "torch.cat([v, v.cpu().to(dev)]).sum()",
+        1,
+        80,
+        0,
+    ),
     ("device_math", "(v * 2).sum(0)", 0, 0, 0),
     ("tensor", "torch.tensor(3.0)", 0, 0, 1),
     ("zeros", "torch.zeros(())", 0, 0, 1),
@@ -294,12 +314,20 @@ fn host_reads_counts_every_read_back_path_once_on_cpu() {
         .arg(root().join("src/driver/lib.py"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got: BTreeMap<String, [usize; 3]> = serde_json::from_slice(&out.stdout).unwrap();
     let mut wrong = Vec::new();
     for (name, expr, n, bytes, factories) in PATHS {
         if got[*name] != [*n, *bytes, *factories] {
-            wrong.push(format!("{name} `{expr}`: got {:?}, want {:?}", got[*name], [n, bytes, factories]));
+            wrong.push(format!(
+                "{name} `{expr}`: got {:?}, want {:?}",
+                got[*name],
+                [n, bytes, factories]
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -330,7 +358,13 @@ fn verdict_table(report: &Value) -> String {
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| format!("{:<28} {}", v["id"].as_str().unwrap(), v["status"].as_str().unwrap()))
+        .map(|v| {
+            format!(
+                "{:<28} {}",
+                v["id"].as_str().unwrap(),
+                v["status"].as_str().unwrap()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -341,7 +375,12 @@ fn explain(report: &Value) -> String {
         .unwrap()
         .iter()
         .filter(|v| v["status"] == "FAIL")
-        .map(|v| format!("FAIL {}: {} [{}]", v["id"], v["why"]["en"], v["measured"]["en"]))
+        .map(|v| {
+            format!(
+                "FAIL {}: {} [{}]",
+                v["id"], v["why"]["en"], v["measured"]["en"]
+            )
+        })
         .collect();
     lines.push(format!("run_failure: {}", report["run_failure"]));
     lines.join("\n")
@@ -354,8 +393,14 @@ fn solution_starter_and_every_fixture_fail_exactly_their_criteria() {
     let want = expected();
     let dir = root().join(format!("tests/fixtures/{ID}"));
     let mut subs: Vec<(String, PathBuf)> = vec![
-        ("solution".into(), root().join(format!("solutions/{ID}/exercise.py"))),
-        ("starter".into(), root().join(format!("exercises/{ID}/exercise.py"))),
+        (
+            "solution".into(),
+            root().join(format!("solutions/{ID}/exercise.py")),
+        ),
+        (
+            "starter".into(),
+            root().join(format!("exercises/{ID}/exercise.py")),
+        ),
     ];
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
