@@ -18,7 +18,7 @@ Rust from rubrics/01-metrics.yaml. Probes:
   summarize  summarize() on hidden sample sets drawn from the seed (odd and even counts, ties,
              outliers, one sample, two samples) and on the real samples. Only inputs and answers
              are recorded; Rust recomputes median, p90, steps/s and tokens/s itself.
-  shapes     steps/s and tokens/s at the grader's shape, at seq_len ÷ 4 and at batch ÷ 4, measured
+  shapes     steps/s and tokens/s at the grader's shape, at seq_len ÷ 8 and at batch ÷ 4, measured
              with the submission's measure() (interleaved rounds, each call traced as
              `shapes.r<round>.<shape>`) and summarize().
   answer     COMPARABLE_ACROSS_SEQ_LEN.
@@ -274,7 +274,7 @@ class Lesson:
         self.need("summarize")
         p = ctx.params["shapes"]
         B, T = ctx.model_cfg["batch"], ctx.model_cfg["seq_len"]
-        shapes = {"base": (B, T), "short": (B, max(1, T // 4)), "small": (max(1, B // 4), T)}
+        shapes = {"base": (B, T), "short": (B, max(1, T // 8)), "small": (max(1, B // 4), T)}
         model = self.model()
 
         def step_for(b, t):
