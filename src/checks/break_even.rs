@@ -64,7 +64,10 @@ fn right(answer: Option<&Value>, expected: Option<u64>) -> bool {
 }
 
 pub fn evaluate(spec: &BreakEvenSpec, env: &Env) -> Outcome {
-    let bound = text!("每个用例与评分器的计算一致", "every case equals the grader's answer");
+    let bound = text!(
+        "每个用例与评分器的计算一致",
+        "every case equals the grader's answer"
+    );
     let mut total = 0usize;
     let mut wrong_zh = Vec::new();
     let mut wrong_en = Vec::new();
@@ -106,16 +109,24 @@ pub fn evaluate(spec: &BreakEvenSpec, env: &Env) -> Outcome {
             };
             let got = shown_answer(answer);
             // exact values (shortest round-trip form): the student can replay the case
-            let args = format!(
-                "eager_step_s={eager}, compiled_first_s={first}, compiled_step_s={step}"
-            );
-            wrong_zh.push(format!("break_even({args}) 返回 {got}，应为 {}{ez}", show(expected)));
-            wrong_en.push(format!("break_even({args}) returned {got}, expected {}{ee}", show(expected)));
+            let args =
+                format!("eager_step_s={eager}, compiled_first_s={first}, compiled_step_s={step}");
+            wrong_zh.push(format!(
+                "break_even({args}) 返回 {got}，应为 {}{ez}",
+                show(expected)
+            ));
+            wrong_en.push(format!(
+                "break_even({args}) returned {got}, expected {}{ee}",
+                show(expected)
+            ));
         }
     }
     if total == 0 {
         return Outcome::missing(
-            text!("没有记录到 break_even 用例", "no break_even case was recorded"),
+            text!(
+                "没有记录到 break_even 用例",
+                "no break_even case was recorded"
+            ),
             bound,
         );
     }
@@ -135,9 +146,27 @@ pub fn evaluate(spec: &BreakEvenSpec, env: &Env) -> Outcome {
             ),
         );
     }
-    let more = |n: usize| if n > 3 { format!(" … (+{})", n - 3) } else { String::new() };
-    let zh = wrong_zh.iter().take(3).cloned().collect::<Vec<_>>().join("；") + &more(bad);
-    let en = wrong_en.iter().take(3).cloned().collect::<Vec<_>>().join("; ") + &more(bad);
+    let more = |n: usize| {
+        if n > 3 {
+            format!(" … (+{})", n - 3)
+        } else {
+            String::new()
+        }
+    };
+    let zh = wrong_zh
+        .iter()
+        .take(3)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("；")
+        + &more(bad);
+    let en = wrong_en
+        .iter()
+        .take(3)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ")
+        + &more(bad);
     Outcome::new(
         false,
         measured,

@@ -1,0 +1,460 @@
+//! Lesson 05 `05-compile`: (a) the `break_even` check kind and the rubric on recorded
+//! observations, pure Rust, exact and fast; (b) end to end, the real binary on the solution, the
+//! starter and every fixture of tests/fixtures/05-compile/, each failing exactly what
+//! expected.yaml says, verdict tables snapshotted with insta. The end-to-end runs really compile
+//! TinyGPT: they share the persistent inductor cache (`.cache/inductor`), so only the first run on
+//! a machine pays a cold compile.
+use grade::checks::break_even::break_even;
+use grade::checks::{self, evaluate, Env, Status};
+use grade::observations::{Event, Evidence, Observations};
+use grade::runner::Device;
+use grade::spec::rubric::Check;
+use grade::spec::{Exercise, Rubric};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ID: &str = "05-compile";
+/// Criteria that compare tensors: recorded observations carry no tensors, so these are judged end
+/// to end only.
+const TENSOR_CRITERIA: [&str; 2] = ["compiled_agrees", "shapes_agree"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn exercise() -> Exercise {
+    Exercise::load(&root().join("exercises").join(ID)).unwrap()
+}
+
+fn rubric(ex: &Exercise) -> Rubric {
+    Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), ex).unwrap()
+}
+
+fn recorded(name: &str) -> Observations {
+    let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn expected() -> BTreeMap<String, Vec<String>> {
+    let path = root().join(format!("tests/fixtures/{ID}/expected.yaml"));
+    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+// ------------------------------------------------------------------------ break_even itself
+
+#[test]
+fn break_even_follows_the_definition() {
+    // the README's example: 3 + 4·0.5 = 5 = 5·1.0, equality breaks even
+    assert_eq!(break_even(1.0, 3.0, 0.5), Some(5));
+    // one step short of equality needs one more
+    assert_eq!(break_even(1.0, 3.0 + 1.0 / 1024.0, 0.5), Some(6));
+    // a first call no dearer than eager: 1, whatever the steady step
+    assert_eq!(break_even(1.0, 1.0, 2.0), Some(1));
+    assert_eq!(break_even(1.0, 0.5, 0.25), Some(1));
+    // compiled step equal to or slower than eager, first call dearer: never
+    assert_eq!(break_even(1.0, 2.0, 1.0), None);
+    assert_eq!(break_even(1.0, 2.0, 1.5), None);
+    // large n (exactly at equality in real arithmetic: 70 + 69990·0.009 = 69991·0.01)
+    assert_eq!(break_even(0.01, 70.0, 0.009), Some(69_991));
+    // not a number: never
+    assert_eq!(break_even(f64::NAN, 1.0, 0.5), None);
+}
+
+#[test]
+fn break_even_is_the_smallest_n_by_brute_force() {
+    // every case on a grid of multiples of 1/8 (exact in binary), against a plain search
+    let grid: Vec<f64> = (1..=24).map(|k| k as f64 / 8.0).collect();
+    for &e in &grid {
+        for &c in &grid {
+            for &f in &grid {
+                let brute = (1..=1_000u64).find(|&n| f + (n as f64 - 1.0) * c <= n as f64 * e);
+                assert_eq!(break_even(e, f, c), brute, "e={e} f={f} c={c}");
+            }
+        }
+    }
+}
+
+fn check(yaml: &str) -> Check {
+    #[derive(serde::Deserialize)]
+    struct W {
+        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
+        check: Check,
+    }
+    serde_yaml::from_str::<W>(&format!("check: {yaml}"))
+        .unwrap()
+        .check
+}
+
+fn case(e: f64, f: f64, c: f64, answer: Value) -> Event {
+    let mut ev = Event::new("case");
+    ev.fields.insert("eager_step_s".into(), json!(e));
+    ev.fields.insert("compiled_first_s".into(), json!(f));
+    ev.fields.insert("compiled_step_s".into(), json!(c));
+    ev.fields.insert("answer".into(), answer);
+    ev
+}
+
+fn judge_cases(cases: Vec<Event>) -> checks::Outcome {
+    let ex = exercise();
+    let mut ev = Evidence::default();
+    ev.obs.traces.insert("be".into(), cases);
+    evaluate(
+        &check("{break_even: {stream: be}}"),
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+    )
+}
+
+#[test]
+fn break_even_check_accepts_right_answers_and_names_wrong_ones() {
+    let right = judge_cases(vec![
+        case(1.0, 3.0, 0.5, json!(5)),
+        case(1.0, 2.0, 1.5, Value::Null),
+        case(1.0, 0.5, 2.0, json!(1)),
+    ]);
+    assert!(right.pass, "{:?}", right.why.en);
+    assert_eq!(right.measured.en, "3/3 cases right");
+
+    let o = judge_cases(vec![
+        case(1.0, 3.0, 0.5, json!(6)),
+        case(
+            1.0,
+            2.0,
+            1.0,
+            json!("raised ZeroDivisionError: float division by zero"),
+        ),
+        case(1.0, 2.0, 1.5, json!(1)),
+        case(1.0, 0.5, 2.0, Value::Null),
+    ]);
+    assert!(!o.pass);
+    assert_eq!(o.measured.en, "0/4 cases right");
+    let why = &o.why.en;
+    assert!(
+        why.contains(
+            "returned 6, expected 5 (exactly equal there: equality counts as breaking even)"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("returned raised ZeroDivisionError"), "{why}");
+    assert!(
+        why.contains(
+            "returned 1, expected None (the compiled step is no faster than eager: it never pays)"
+        ),
+        "{why}"
+    );
+    assert!(why.ends_with("None when there is none"), "{why}");
+    assert!(why.contains("… (+1)"), "{why}");
+}
+
+#[test]
+fn break_even_check_without_cases_fails() {
+    let o = judge_cases(vec![]);
+    assert!(!o.pass);
+    assert!(o.why.en.contains("no break_even case"));
+}
+
+// ------------------------------------------------------------------------ recorded observations
+
+/// Every criterion's (status, why in English) on these observations.
+fn grade_obs(obs: Observations) -> BTreeMap<String, (Status, String)> {
+    let ex = exercise();
+    let r = rubric(&ex);
+    let ev = Evidence {
+        obs,
+        tensors: BTreeMap::new(),
+        run_failure: None,
+    };
+    checks::grade(
+        &r,
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+        Device::Cpu,
+    )
+    .into_iter()
+    .map(|v| (v.id, (v.status, v.why.en)))
+    .collect()
+}
+
+/// Failing criteria, tensor criteria left out (no tensors in a recorded run).
+fn failing(v: &BTreeMap<String, (Status, String)>) -> Vec<String> {
+    v.iter()
+        .filter(|(id, (s, _))| *s == Status::Fail && !TENSOR_CRITERIA.contains(&id.as_str()))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+fn want(name: &str) -> Vec<String> {
+    sorted(
+        expected()[name]
+            .iter()
+            .filter(|id| !TENSOR_CRITERIA.contains(&id.as_str()))
+            .cloned()
+            .collect(),
+    )
+}
+
+#[test]
+fn recorded_solution_passes_every_criterion() {
+    let v = grade_obs(recorded("solution"));
+    assert_eq!(v.len(), rubric(&exercise()).criteria.len());
+    assert!(failing(&v).is_empty(), "{v:#?}");
+}
+
+#[test]
+fn recorded_starter_fails_what_expected_yaml_says() {
+    let v = grade_obs(recorded("starter"));
+    assert_eq!(failing(&v), want("starter"));
+    assert!(v["first_call_alone"]
+        .1
+        .contains("NotImplementedError: TODO: time_calls("));
+}
+
+/// A recorded fixture fails exactly its expected criteria, and `id`'s reason contains `says`.
+fn recorded_fixture(name: &str, id: &str, says: &str) {
+    let v = grade_obs(recorded(name));
+    assert_eq!(failing(&v), want(name), "{name}: {v:#?}");
+    assert!(v[id].1.contains(says), "{name}: {id} says {:?}", v[id].1);
+}
+
+#[test]
+fn recorded_first_in_steady_is_named() {
+    recorded_fixture(
+        "first_in_steady",
+        "steady_after_first",
+        "the steady list has one extra entry, the first (compiling) call",
+    );
+}
+
+#[test]
+fn recorded_no_sync_is_named() {
+    recorded_fixture(
+        "no_sync",
+        "first_call_alone",
+        "that is the first call read without sync()",
+    );
+    recorded_fixture(
+        "no_sync",
+        "steady_after_first",
+        "every entry is only the launch overhead",
+    );
+}
+
+#[test]
+fn recorded_warmup_before_first_is_named() {
+    recorded_fixture(
+        "warmup_before_first",
+        "first_call_alone",
+        "an untimed call first",
+    );
+}
+
+#[test]
+fn recorded_never_none_shows_the_case() {
+    recorded_fixture("never_none", "break_even_exact", "expected None");
+}
+
+fn set(obs: &mut Observations, key: &str, v: Value) {
+    assert!(obs.metrics.contains_key(key), "no metric {key}");
+    obs.metrics.insert(key.into(), v);
+}
+
+#[test]
+fn whole_block_averages_are_named() {
+    let mut obs = recorded("solution");
+    let alt = obs.metrics["sim.mistake.block"].clone();
+    set(&mut obs, "sim.steady_s", alt);
+    let v = grade_obs(obs);
+    assert_eq!(v["steady_after_first"].0, Status::Fail);
+    assert!(v["steady_after_first"]
+        .1
+        .contains("timed as one block and divided"));
+}
+
+#[test]
+fn nanosecond_rounding_passes_and_a_wrong_value_fails() {
+    let mut obs = recorded("solution");
+    let mut xs: Vec<f64> = obs.metrics["sim.steady_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    xs[0] += 1e-9; // a `_ns` clock's rounding
+    set(&mut obs, "sim.steady_s", json!(xs.clone()));
+    assert_eq!(grade_obs(obs.clone())["steady_after_first"].0, Status::Pass);
+    xs[1] *= 1.01;
+    set(&mut obs, "sim.steady_s", json!(xs));
+    assert_eq!(grade_obs(obs)["steady_after_first"].0, Status::Fail);
+}
+
+#[test]
+fn a_recompile_storm_fails_with_the_count() {
+    let mut obs = recorded("solution");
+    set(&mut obs, "shapes.graphs", json!(4));
+    let v = grade_obs(obs.clone());
+    assert_eq!(v["no_recompile_storm"].0, Status::Fail);
+    assert!(
+        v["no_recompile_storm"].1.contains("shapes.graphs = 4"),
+        "{}",
+        v["no_recompile_storm"].1
+    );
+    set(&mut obs, "shapes.graphs", json!(0)); // never compiled at all
+    assert_eq!(grade_obs(obs)["no_recompile_storm"].0, Status::Fail);
+}
+
+// ------------------------------------------------------------------------ end to end
+
+fn grade_file(submission: &Path) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["exercise", ID, "--format", "json", "--submission"])
+        .arg(submission)
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .env_remove("GRADE_COMPILE_CACHE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), report)
+}
+
+fn verdict_table(report: &Value) -> String {
+    report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            format!(
+                "{:<28} {}",
+                v["id"].as_str().unwrap(),
+                v["status"].as_str().unwrap()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn explain(report: &Value) -> String {
+    let mut lines: Vec<String> = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "FAIL")
+        .map(|v| {
+            format!(
+                "FAIL {}: {} [{}]",
+                v["id"], v["why"]["en"], v["measured"]["en"]
+            )
+        })
+        .collect();
+    lines.push(format!("run_failure: {}", report["run_failure"]));
+    lines.push(format!("stderr: {}", report["stderr_tail"]));
+    lines.join("\n")
+}
+
+fn fixture(name: &str, submission: PathBuf) -> Value {
+    let want = sorted(
+        expected()
+            .remove(name)
+            .unwrap_or_else(|| panic!("{name} missing from expected.yaml")),
+    );
+    let (code, report) = grade_file(&submission);
+    let got: Vec<String> = sorted(
+        report["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["status"] == "FAIL")
+            .map(|v| v["id"].as_str().unwrap().to_string())
+            .collect(),
+    );
+    assert_eq!(
+        got,
+        want,
+        "{name}: failing criteria differ\n{}",
+        explain(&report)
+    );
+    assert_eq!(
+        code,
+        if want.is_empty() { 0 } else { 1 },
+        "{name}: exit code"
+    );
+    insta::assert_snapshot!(format!("{ID}__{name}"), verdict_table(&report));
+    report
+}
+
+macro_rules! fixtures {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                fixture(stringify!($name), root().join(format!("tests/fixtures/{ID}/{}.py", stringify!($name))));
+            }
+        )*
+        /// Every fixture file is graded by a test above, and expected.yaml lists nothing else.
+        #[test]
+        fn every_fixture_has_a_test() {
+            let tested: BTreeSet<String> = [$(stringify!($name)),*].iter().map(|s| s.to_string()).collect();
+            let files: BTreeSet<String> = std::fs::read_dir(root().join(format!("tests/fixtures/{ID}")))
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.strip_suffix(".py").map(str::to_string))
+                .collect();
+            assert_eq!(files, tested);
+            let listed: BTreeSet<String> = expected()
+                .into_keys()
+                .filter(|k| k != "solution" && k != "starter")
+                .collect();
+            assert_eq!(listed, tested);
+        }
+    };
+}
+
+fixtures!(
+    first_in_steady,
+    whole_block,
+    no_sync,
+    warmup_before_first,
+    off_by_one,
+    never_none,
+    new_inputs,
+    wrong_output,
+    recompile_per_shape,
+    chained_ns,
+    default_compile,
+);
+
+#[test]
+fn solution_passes_everything() {
+    let r = fixture(
+        "solution",
+        root().join(format!("solutions/{ID}/exercise.py")),
+    );
+    assert_eq!(r["summary"]["failed"], 0, "{}", explain(&r));
+}
+
+#[test]
+fn starter_fails_readably() {
+    let r = fixture(
+        "starter",
+        root().join(format!("exercises/{ID}/exercise.py")),
+    );
+    let why = r["verdicts"][0]["why"]["en"].as_str().unwrap();
+    assert!(why.contains("NotImplementedError"), "{why}");
+}
