@@ -251,6 +251,66 @@ fn tempfile_dir() -> PathBuf {
     d
 }
 
+// ------------------------------------------------- profiler windows read as timed windows
+
+/// The scenario marks each recording window with two reads of its own clock (`profiler#N`), so
+/// the shared measurement model reads warm-up as whole calls before the first recorded one, and
+/// the gap between two windows (different clocks) times nothing.
+fn verify_trace(candidate_warmup: usize) -> Vec<Event> {
+    let mut ev = Vec::new();
+    let mut id = 0i64;
+    let mut call = |ev: &mut Vec<Event>, role: &str| {
+        ev.push(
+            Event::new("step")
+                .with("id", id)
+                .with("variant", role)
+                .with("inputs", json!({"x": "batch"})),
+        );
+        ev.push(Event::new("step_done").with("id", id));
+        id += 1;
+    };
+    let mark = |ev: &mut Vec<Event>, n: u32, v: f64| {
+        ev.push(
+            Event::new("timer")
+                .with("clock", format!("profiler#{n}"))
+                .with("v", v),
+        )
+    };
+    for _ in 0..2 {
+        call(&mut ev, "baseline");
+    }
+    mark(&mut ev, 1, 1.0);
+    for _ in 0..3 {
+        call(&mut ev, "baseline");
+    }
+    mark(&mut ev, 1, 2.0);
+    for _ in 0..candidate_warmup {
+        call(&mut ev, "candidate");
+    }
+    mark(&mut ev, 2, 3.0);
+    for _ in 0..3 {
+        call(&mut ev, "candidate");
+    }
+    mark(&mut ev, 2, 4.0);
+    ev
+}
+
+#[test]
+fn profiler_windows_make_warmup_visible() {
+    let spec = "{trace: {stream: v, expect: warmup, min: 1, variants: [baseline, candidate]}}";
+    let ok = run(spec, &evidence(&[("v", verify_trace(2))]));
+    assert!(ok.pass, "{:?}", ok.why);
+    assert_eq!(ok.measured.en, "baseline: 2, candidate: 2");
+    let cold = run(spec, &evidence(&[("v", verify_trace(0))]));
+    assert!(!cold.pass);
+    assert_eq!(cold.measured.en, "baseline: 2, candidate: 0");
+    let same = run(
+        "{trace: {stream: v, expect: same_inputs}}",
+        &evidence(&[("v", verify_trace(1))]),
+    );
+    assert!(same.pass, "{:?}", same.why);
+}
+
 // ------------------------------------------------------------------- the rubric, recorded runs
 
 fn recorded(name: &str) -> Observations {
