@@ -25,7 +25,7 @@ pub fn break_even(eager: f64, first: f64, step: f64) -> Option<u64> {
         return None;
     }
     let q = ((first - step) / (eager - step)).ceil();
-    if !(q < 9.0e15) {
+    if q >= 9.0e15 {
         return None; // beyond exact integers: treat as never
     }
     let mut n = (q as u64).max(1);
