@@ -543,3 +543,57 @@ fn starter_fails_with_readable_reasons() {
     assert!(why("summary_median").contains("NotImplementedError: TODO: summarize("));
     assert!(why("comparable_answer").contains("answer.comparable is None"));
 }
+
+/// `cargo test --test lesson_01 -- --ignored`: the solution, the starter and every fixture,
+/// GRADE_STRESS_N times each (default 10), one at a time, while a busy loop keeps another core
+/// busy. Each run must fail exactly its expected criteria. Run it after touching a bound.
+#[test]
+#[ignore]
+fn stress_every_submission_with_a_busy_core() {
+    let n: usize = std::env::var("GRADE_STRESS_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut x = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            x
+        })
+    };
+    let mut flakes = Vec::new();
+    for (name, want) in expected() {
+        let path = match name.as_str() {
+            "solution" => root().join(format!("solutions/{ID}/exercise.py")),
+            "starter" => root().join(format!("exercises/{ID}/exercise.py")),
+            _ => root().join(format!("tests/fixtures/{ID}/{name}.py")),
+        };
+        let want = sorted(want);
+        for i in 0..n {
+            let (_, report) = grade_file(&path);
+            let got: Vec<String> = sorted(
+                report["verdicts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|v| v["status"] == "FAIL")
+                    .map(|v| v["id"].as_str().unwrap().to_string())
+                    .collect(),
+            );
+            if got != want {
+                flakes.push(format!(
+                    "{name} run {i} (seed {}): {}",
+                    report["seed"],
+                    explain(&report)
+                ));
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    assert!(flakes.is_empty(), "{}", flakes.join("\n"));
+}
