@@ -37,7 +37,7 @@ pub enum Command {
     /// fails with reasons, each fixture fails exactly its expected criteria, every criterion and
     /// every common mistake of the lesson is covered.
     #[command(after_help = CHECK_AFTER_HELP)]
-    // Check(CheckArgs),
+    Check(CheckArgs),
     /// List the exercises.
     List,
 }

@@ -72,6 +72,20 @@ impl Course {
     pub fn solution(&self, id: &str) -> PathBuf {
         self.root.join("solutions").join(id).join("exercise.py")
     }
+    /// `tests/fixtures/ID/`: one submission per common mistake, and `expected.yaml`.
+    pub fn fixtures_dir(&self, id: &str) -> PathBuf {
+        self.root.join("tests").join("fixtures").join(id)
+    }
+    pub fn readme(&self, id: &str) -> PathBuf {
+        self.exercise_dir(id).join("README.md")
+    }
+    /// `path` relative to the course root, for messages.
+    pub fn rel(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
     /// The folder with the `course` package.
     pub fn package_path(&self) -> PathBuf {
         self.root.join("exercises")

@@ -1,4 +1,5 @@
 //! `grade`: grades the PyTorch performance course's exercises. See ARCHITECTURE.md.
+pub mod check;
 pub mod checks;
 pub mod cli;
 pub mod course;
@@ -6,6 +7,7 @@ pub mod error;
 pub mod i18n;
 pub mod measurement;
 pub mod observations;
+pub mod pipeline;
 pub mod reference;
 pub mod report;
 pub mod runner;

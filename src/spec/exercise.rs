@@ -17,6 +17,16 @@ pub struct ModelConfig {
     pub batch: i64,
 }
 
+/// One common mistake of the lesson: `zh` is quoted from the README's `### 常见错误` section.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Mistake {
+    pub zh: String,
+    pub en: String,
+    /// Rubric criterion ids that catch it.
+    pub criteria: Vec<String>,
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Exercise {
@@ -31,6 +41,10 @@ pub struct Exercise {
     /// Passed to the scenario as-is (`ctx.params`); the scenario documents its keys.
     #[serde(default)]
     pub params: serde_yaml::Mapping,
+    /// The lesson README's common mistakes (常见错误), each mapped to the criteria that catch it.
+    /// Read by `grade check`; grading ignores it.
+    #[serde(default)]
+    pub mistakes: Vec<Mistake>,
     #[serde(skip)]
     pub dir: PathBuf,
 }
@@ -76,6 +90,20 @@ impl Exercise {
                 "timeout_s:",
                 "timeout_s must be at least 1 second".into(),
             ));
+        }
+        for m in &ex.mistakes {
+            if m.zh.trim().is_empty() || m.en.trim().is_empty() || m.criteria.is_empty() {
+                return Err(spec_error(
+                    &path,
+                    &text,
+                    if m.zh.trim().is_empty() {
+                        "mistakes:"
+                    } else {
+                        &m.zh
+                    },
+                    "each entry of mistakes: needs zh, en and at least one criterion id".into(),
+                ));
+            }
         }
         let dir_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if ex.id != dir_name {

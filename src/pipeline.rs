@@ -1,0 +1,118 @@
+//! Grading one submission, stages 1–5 of the pipeline (spec → workload → run → reference →
+//! checks), ending in a `Report`. `grade exercise` renders that report (stage 6); `grade check`
+//! grades many submissions with it and compares their verdicts with the course's expectations.
+use crate::checks::{self, Env};
+use crate::course::Course;
+use crate::error::GradeError;
+use crate::observations::Evidence;
+use crate::report::{Report, Summary};
+use crate::runner::{Device, Executor, RunRequest};
+use crate::spec::{Exercise, Rubric};
+use crate::{reference, workload};
+use std::path::PathBuf;
+
+/// One submission to grade, and how.
+#[derive(Clone, Debug)]
+pub struct GradeRequest {
+    pub id: String,
+    pub submission: PathBuf,
+    pub device: Device,
+    /// Seed for weights and inputs; `None` draws one the submission cannot predict.
+    pub seed: Option<u64>,
+    /// Overrides `timeout_s` of exercise.yaml.
+    pub timeout: Option<u64>,
+    /// Also write the run's raw observations as JSON here.
+    pub dump_observations: Option<PathBuf>,
+}
+
+/// Exercise and rubric of one lesson, loaded and validated together (stage 1).
+pub struct Spec {
+    pub exercise: Exercise,
+    pub rubric: Rubric,
+}
+
+impl Spec {
+    pub fn load(course: &Course, id: &str) -> Result<Spec, GradeError> {
+        course.check_id(id)?;
+        let exercise = Exercise::load(&course.exercise_dir(id))?;
+        let rubric = Rubric::load(&course.rubric(id), &exercise)?;
+        Ok(Spec { exercise, rubric })
+    }
+}
+
+/// Grade one submission: an `Err` only when the grader could not grade (exit 2); a submission
+/// that crashes, hangs or cheats is a `Report` with failed criteria.
+pub fn grade(
+    course: &Course,
+    req: &GradeRequest,
+    executor: &dyn Executor,
+) -> Result<Report, GradeError> {
+    // 1. spec: what to run and how to judge it (read at run time, validated)
+    let Spec {
+        mut exercise,
+        rubric,
+    } = Spec::load(course, &req.id)?;
+    exercise.timeout_s = req.timeout.unwrap_or(exercise.timeout_s).max(1);
+    if !req.submission.is_file() {
+        return Err(GradeError::SubmissionMissing {
+            path: req.submission.clone(),
+            id: req.id.clone(),
+        });
+    }
+    // 2. workload: weights and inputs from a seed the submission cannot predict
+    let seed = req.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
+    let work = workload::generate(&exercise.model, seed);
+    // 3. run the submission under the driver, on a leash
+    let run = executor.execute(&RunRequest {
+        exercise: &exercise,
+        submission: &req.submission,
+        workload: &work,
+        device: req.device,
+        seed,
+        course_path: course.package_path(),
+    })?;
+    if let (Some(path), Some(obs)) = (&req.dump_observations, &run.obs) {
+        let json = serde_json::to_string_pretty(obs).map_err(anyhow::Error::from)?;
+        std::fs::write(path, json)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+    }
+    // 4. reference: the grader's own answer in libtorch
+    let mut tensors = run.tensors;
+    tensors.extend(reference::compute(&exercise.model, &work));
+    let evidence = Evidence {
+        obs: run.obs.unwrap_or_default(),
+        tensors,
+        run_failure: run.failure,
+    };
+    // 5. checks: one verdict per criterion
+    let verdicts = checks::grade(
+        &rubric,
+        &Env {
+            evidence: &evidence,
+            exercise: &exercise,
+        },
+        req.device,
+    );
+    let failed_probe = evidence.obs.probes.values().any(|p| !p.ok);
+    Ok(Report {
+        exercise: exercise.id.clone(),
+        title: exercise.title.clone(),
+        submission: req.submission.display().to_string(),
+        device: req.device.name().into(),
+        seed,
+        summary: Summary::of(&verdicts),
+        verdicts,
+        run_s: run.wall_s,
+        run_failure: evidence.run_failure.clone(),
+        stderr_tail: (evidence.run_failure.is_some() || failed_probe)
+            .then_some(run.stderr_tail)
+            .filter(|t| !t.trim().is_empty()),
+        failed_probes: evidence
+            .obs
+            .probes
+            .iter()
+            .filter(|(_, p)| !p.ok)
+            .map(|(name, p)| (name.clone(), p.error.clone().unwrap_or_default()))
+            .collect(),
+    })
+}
