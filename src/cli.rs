@@ -33,9 +33,12 @@ pub enum Command {
     /// Grade one exercise: your working copy, a given file, or the reference solution.
     #[command(after_help = AFTER_HELP)]
     Exercise(ExerciseArgs),
-    /// For maintainers: prove the course works — each reference solution passes, each starter
-    /// fails with reasons, each fixture fails exactly its expected criteria, every criterion and
-    /// every common mistake of the lesson is covered.
+    /// For maintainers: prove the course works (solutions pass, starters and fixtures fail as expected).
+    ///
+    /// Each reference solution passes every criterion, each starter fails with a reason for every
+    /// failed criterion, each fixture fails exactly the criteria tests/fixtures/<ID>/expected.yaml
+    /// lists, every criterion is failed by some fixture and names what it `catches`, and every
+    /// common mistake (常见错误) of the lesson README is mapped to criteria.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
     /// List the exercises.
@@ -98,8 +101,10 @@ pub struct CheckArgs {
     /// The static checks (expected.yaml, coverage, common mistakes) always run in full
     #[arg(long, value_name = "NAME")]
     pub only: Vec<String>,
+    /// Device to grade on (criteria `only_on` another device are reported as not provable)
     #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
     pub device: DeviceArg,
+    /// `json`: the whole check, every graded report included, for machines
     #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
     pub format: CheckFormat,
     #[arg(long, value_enum, default_value_t = Lang::Zh)]
