@@ -132,7 +132,7 @@ fn compile_cache(req: &RunRequest) -> Option<PathBuf> {
     let rel = req.exercise.params.get("compile_cache")?.as_str()?;
     let dir = match std::env::var("GRADE_COMPILE_CACHE") {
         Ok(v) if v == "cold" => return None,
-        Ok(v) if !v.is_empty() => PathBuf::from(v),
+        Ok(v) if !v.is_empty() => std::path::absolute(&v).ok()?, // the child runs elsewhere
         _ => req.course_path.parent()?.join(rel),
     };
     std::fs::create_dir_all(&dir).ok()?;
