@@ -43,6 +43,75 @@ pub enum Command {
     Check(CheckArgs),
     /// List the exercises.
     List,
+    /// For instructors: grade a whole class (a folder per student, or a NAME.py per student) and
+    /// write gradebooks (records, grades.csv, grades.json, Gradescope, JUnit) into --out.
+    #[command(after_help = BATCH_AFTER_HELP)]
+    Batch(BatchArgs),
+    /// Assemble the gradebooks of a `grade batch --out` folder from whatever records exist (after
+    /// sharded runs) and name the students still missing.
+    Gradebook(GradebookArgs),
+    /// What changed between two gradebooks (two --out folders or two grades.json), per student and
+    /// criterion, with a summary.
+    Diff(DiffArgs),
+}
+
+const BATCH_AFTER_HELP: &str = "\
+Discovery / 识别规则: in DIR, each folder is a student (id = folder name) whose submission for
+exercise ID is ID/exercise.py, ID.py or (one exercise only) exercise.py inside it; each NAME.py is
+a student NAME (one exercise only). A folder where nothing matches is a \"no submission\" row.
+Hidden entries and other files are ignored. An empty class is exit 2.
+
+Exit codes / 退出码:
+  0  every student passed                           全部通过
+  1  a student failed or has no submission          有学生未通过或未提交
+  2  some job could not be graded, the batch was    有提交无法评分、评分被中断（用 --resume 续评）
+     interrupted (rerun with --resume), bad input   或输入有误";
+
+#[derive(Args, Debug)]
+pub struct BatchArgs {
+    /// Class folder: a folder or a NAME.py per student
+    pub dir: PathBuf,
+    /// Exercise id to grade
+    #[arg(long, required_unless_present = "all", conflicts_with = "all")]
+    pub exercise: Option<String>,
+    /// Grade every available exercise
+    #[arg(long)]
+    pub all: bool,
+    /// Submissions graded at once [default and maximum: half the cores, so timing criteria stay reliable]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
+    /// Gradebook folder (records and gradebooks)
+    #[arg(long, default_value = "grades")]
+    pub out: PathBuf,
+    /// Skip students whose record's key (submission, spec, rubric, grader, seed) is unchanged
+    #[arg(long)]
+    pub resume: bool,
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    /// Batch seed; each student's seed derives from it and their id (recorded per row)
+    /// [default: random; with --resume the one in OUT/roster.json]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Grade only shard K of N (students by a hash of their id); needs --seed
+    #[arg(long, value_name = "K/N", value_parser = crate::batch::parse_shard)]
+    pub shard: Option<(u32, u32)>,
+    /// Wall-clock limit per run [default: timeout_s in exercise.yaml]
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct GradebookArgs {
+    /// A `grade batch --out` folder
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The old gradebook: a --out folder or its grades.json
+    pub old: PathBuf,
+    /// The new gradebook
+    pub new: PathBuf,
 }
 
 #[derive(Args, Debug)]

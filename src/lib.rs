@@ -1,9 +1,11 @@
 //! `grade`: grades the PyTorch performance course's exercises. See ARCHITECTURE.md.
+pub mod batch;
 pub mod check;
 pub mod checks;
 pub mod cli;
 pub mod course;
 pub mod error;
+pub mod gradebook;
 pub mod i18n;
 pub mod measurement;
 pub mod observations;

@@ -35,6 +35,12 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
             let python = course.python(cli.python);
             check_course(&course, &args, &PythonExecutor::new(python)?)
         }
+        Command::Batch(args) => {
+            let python = course.python(cli.python);
+            grade::batch::commands::batch(&course, &args, &PythonExecutor::new(python)?)
+        }
+        Command::Gradebook(args) => grade::batch::commands::gradebook(&args),
+        Command::Diff(args) => grade::batch::commands::diff(&args),
     }
 }
 
