@@ -63,7 +63,7 @@ pub fn grade(
     let seed = req.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
     let work = workload::generate(&exercise.model, seed);
     // 3. run the submission under the driver, on a leash
-    let run = executor.execute(&RunRequest {
+    let mut run = executor.execute(&RunRequest {
         exercise: &exercise,
         submission: &req.submission,
         workload: &work,
@@ -77,12 +77,12 @@ pub fn grade(
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
     }
     // 4. reference: the grader's own answer in libtorch
-    let mut tensors = run.tensors;
+    let mut tensors = std::mem::take(&mut run.tensors);
     tensors.extend(reference::compute(&exercise.model, &work));
     let evidence = Evidence {
         obs: run.obs.unwrap_or_default(),
         tensors,
-        run_failure: run.failure,
+        run_failure: run.failure.take(),
     };
     // 5. checks: one verdict per criterion
     let verdicts = checks::grade(
@@ -114,5 +114,6 @@ pub fn grade(
             .filter(|(_, p)| !p.ok)
             .map(|(name, p)| (name.clone(), p.error.clone().unwrap_or_default()))
             .collect(),
+        sandbox_gaps: run.sandbox_gaps,
     })
 }

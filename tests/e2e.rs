@@ -220,6 +220,27 @@ fn starter_table_in_english_and_chinese() {
     }
 }
 
+/// `--verbose`: the full table with every criterion's reason, both languages.
+#[test]
+fn starter_verbose_table_in_english_and_chinese() {
+    let starter = root().join("exercises/04-checkpoint/exercise.py");
+    for lang in ["en", "zh"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+            .args(["exercise", "04-checkpoint", "--seed", "1", "--verbose", "--lang", lang])
+            .env("GRADE_ROOT", root())
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        let table = String::from_utf8_lossy(&out.stdout)
+            .replace(&starter.display().to_string(), "[starter]");
+        assert!(table.contains(if lang == "en" { "criterion" } else { "准则" }));
+        insta::with_settings!({filters => vec![(r"(run|运行) \d+\.\d s", "$1 [t] s")]}, {
+            insta::assert_snapshot!(format!("04-checkpoint__starter_verbose_{lang}"), table);
+        });
+    }
+}
+
 // ------------------------------------------------------------------------------- hostile input
 
 fn robustness(name: &str, extra: &[&str]) -> Graded {
@@ -318,28 +339,18 @@ fn huge_output_is_capped_and_harmless() {
     assert_eq!(g.code, 0, "{}", explain(&g.report));
 }
 
+/// Tampering (fixture `unwrapped_counter`): every criterion fails, and the reason names the patch.
 #[test]
-fn unwrapping_the_checkpoint_counter_is_caught() {
-    let f = solution_plus(
-        "\nimport torch.utils.checkpoint as _cp\ncheckpoint = _cp.checkpoint = getattr(_cp.checkpoint, '__wrapped__', _cp.checkpoint)\n",
-    );
-    let g = grade(f.path(), &[]);
-    assert_eq!(g.code, 1);
-    let mut got = failing(&g.report);
-    got.sort();
-    // with the counter bypassed no step looks checkpointed: "on" has no timed windows either
-    assert_eq!(
-        got,
-        [
-            "compare_median",
-            "compare_repeats",
-            "instruments_intact",
-            "one_checkpoint_per_block"
-        ],
+fn unwrapping_the_checkpoint_counter_fails_everything_and_says_why() {
+    let r = &checked()["unwrapped_counter"]["report"];
+    assert_eq!(r["summary"]["passed"], 0);
+    assert!(
+        why(r, "on_off_agree").contains(
+            "patched the grader's instruments (torch.utils.checkpoint.checkpoint)"
+        ),
         "{}",
-        explain(&g.report)
+        why(r, "on_off_agree")
     );
-    assert!(why(&g.report, "instruments_intact").contains("torch.utils.checkpoint.checkpoint"));
 }
 
 #[test]

@@ -41,6 +41,7 @@ fn report() -> Report {
         failed_probes: [("compare".to_string(), "ValueError: boom (submission.py:3 in compare)".to_string())]
             .into_iter()
             .collect(),
+        sandbox_gaps: vec![Text::new("没有 Landlock", "no Landlock here")],
     }
 }
 
@@ -70,6 +71,7 @@ fn brief_table_in_both_languages_explains_failures_only() {
         "probe `compare` failed: ValueError: boom (submission.py:3 in compare)\n  so these could not be graded: d_blocked",
         "ValueError: nope",
         "1/3 criteria passed, 2 failed, 1 skipped; score 2/6",
+        "⚠ sandbox: no Landlock here",
     ] {
         assert!(en.contains(want), "missing {want:?} in\n{en}");
     }

@@ -69,7 +69,7 @@ fn unknown_check_kind_lists_the_kinds() {
     assert!(e.starts_with("FILE:6:7:"), "{e}");
     assert!(e.contains("unknown variant `ration`"), "{e}");
     assert!(
-        e.contains("`close`, `ratio`, `range`, `trace`, `answer`, `reproducible`"),
+        e.contains("`close`, `ratio`, `range`, `trace`, `answer`, `reproducible`, `series`, `stats`, `break_even`, `ledger`, `growth`, `ranking`, `all`"),
         "{e}"
     );
 }

@@ -36,6 +36,9 @@ pub struct Report {
     /// Probes that did not finish, with their error (named once; verdicts point here).
     #[serde(default)]
     pub failed_probes: BTreeMap<String, String>,
+    /// What the sandbox could not enforce on this platform (README "Security"); empty when all held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_gaps: Vec<Text>,
 }
 
 impl Summary {

@@ -203,6 +203,13 @@ impl TableExporter {
                 out.push_str(&format!("  │ {l}\n"));
             }
         }
+        for gap in &r.sandbox_gaps {
+            out.push_str(&format!(
+                "{}{}\n",
+                if zh { "⚠ 沙箱：" } else { "⚠ sandbox: " },
+                gap.get(lang)
+            ));
+        }
         let s = &r.summary;
         let skipped = |zh: bool| match (s.skipped, zh) {
             (0, _) => String::new(),

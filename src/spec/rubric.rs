@@ -52,26 +52,26 @@ pub enum Check {
     Ratio(RatioSpec),
     /// One metric within bounds.
     Range(RangeSpec),
-    /// Memory ledger rows equal the grader's, entry by entry, to the byte (lesson 03).
-    Ledger(LedgerSpec),
-    /// A growth law answered for one axis of a sweep equals the one the grader's rows follow.
-    Growth(GrowthSpec),
     /// A predicate over an observed event trace.
     Trace(TraceSpec),
     /// A recorded answer equals the expected one.
     Answer(AnswerSpec),
     /// The same quantities measured in two runs agree.
     Reproducible(ReproducibleSpec),
-    /// A ranked list (top operators) against the grader's own (lesson 02).
-    Ranking(RankingSpec),
-    /// Every sub-check passes.
-    All(Vec<Check>),
     /// A list of numbers equals the grader's list, element by element.
     Series(SeriesSpec),
     /// A summary of samples (median, p90, rates) equals the grader's own computation.
     Stats(StatsSpec),
     /// Break-even answers equal the grader's own computation, case by case (lesson 05).
     BreakEven(BreakEvenSpec),
+    /// Memory ledger rows equal the grader's, entry by entry, to the byte (lesson 03).
+    Ledger(LedgerSpec),
+    /// A growth law answered for one axis of a sweep equals the one the grader's rows follow.
+    Growth(GrowthSpec),
+    /// A ranked list (top operators) against the grader's own (lesson 02).
+    Ranking(RankingSpec),
+    /// Every sub-check passes.
+    All(Vec<Check>),
 }
 
 /// `break_even`: every `case` event of `stream` (inputs and the submission's `answer`) against
