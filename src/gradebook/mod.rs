@@ -134,6 +134,15 @@ impl Gradebook {
             .map(|r| r.verdicts.iter().map(|c| (c.id.clone(), c.points)).collect())
             .unwrap_or_default()
     }
+    /// The most points a graded record of the exercise was worth (skipped criteria left out).
+    pub fn max_points(&self, exercise: &str) -> u32 {
+        self.records
+            .values()
+            .filter(|r| r.exercise == exercise && r.outcome == GRADED)
+            .map(|r| r.summary.max_points)
+            .max()
+            .unwrap_or(0)
+    }
     pub fn rows(&self) -> impl Iterator<Item = &Record> {
         self.roster.students.iter().flat_map(move |s| {
             self.roster
