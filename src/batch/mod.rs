@@ -38,14 +38,14 @@ impl Student {
         if self.is_file {
             return single.then(|| self.path.clone());
         }
-        let mut names = vec![
-            format!("{exercise}/exercise.py"),
-            format!("{exercise}.py"),
-        ];
+        let mut names = vec![format!("{exercise}/exercise.py"), format!("{exercise}.py")];
         if single {
             names.push("exercise.py".into());
         }
-        names.into_iter().map(|n| self.path.join(n)).find(|p| p.is_file())
+        names
+            .into_iter()
+            .map(|n| self.path.join(n))
+            .find(|p| p.is_file())
     }
 }
 
@@ -60,9 +60,17 @@ pub fn discover(dir: &Path) -> Result<Vec<Student>, GradeError> {
         }
         let path = entry.path();
         let student = if path.is_dir() {
-            Student { id: name, path, is_file: false }
+            Student {
+                id: name,
+                path,
+                is_file: false,
+            }
         } else if let Some(stem) = name.strip_suffix(".py").filter(|s| !s.is_empty()) {
-            Student { id: stem.to_string(), path, is_file: true }
+            Student {
+                id: stem.to_string(),
+                path,
+                is_file: true,
+            }
         } else {
             continue;
         };
@@ -89,8 +97,9 @@ pub fn discover(dir: &Path) -> Result<Vec<Student>, GradeError> {
 
 /// FNV-1a (64 bit) of the id: stable across runs, platforms and the class's order.
 fn fnv(s: &str) -> u64 {
-    s.bytes()
-        .fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 /// `--shard K/N` (K from 1): whether this shard grades the student.
@@ -131,18 +140,27 @@ pub fn spec_digest(course: &Course, exercise: &str) -> Vec<u8> {
     h.update(crate::runner::DRIVER_PY.as_bytes());
     h.update(crate::runner::LIB_PY.as_bytes());
     let mut files: Vec<PathBuf> = Vec::new();
-    for dir in [course.exercise_dir(exercise), course.package_path().join("course")] {
+    for dir in [
+        course.exercise_dir(exercise),
+        course.package_path().join("course"),
+    ] {
         if let Ok(rd) = std::fs::read_dir(&dir) {
             files.extend(rd.flatten().map(|e| e.path()).filter(|p| {
                 let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                p.is_file() && !n.starts_with("README") && !(n == "exercise.py" && p.parent() == Some(&course.exercise_dir(exercise)))
+                p.is_file()
+                    && !n.starts_with("README")
+                    && !(n == "exercise.py" && p.parent() == Some(&course.exercise_dir(exercise)))
             }));
         }
     }
     files.sort();
     files.push(course.rubric(exercise));
     for f in files {
-        h.update(f.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
+        h.update(
+            f.file_name()
+                .map(|n| n.as_encoded_bytes())
+                .unwrap_or_default(),
+        );
         h.update(b"\0");
         h.update(std::fs::read(&f).unwrap_or_default());
         h.update(b"\0");
@@ -180,8 +198,16 @@ pub struct BatchOptions {
 
 /// What happened to one job, for progress lines and the summary.
 pub enum Event<'a> {
-    Start { total: usize, skipped: usize, jobs: usize },
-    Done { record: &'a Record, resumed: bool, seconds: f64 },
+    Start {
+        total: usize,
+        skipped: usize,
+        jobs: usize,
+    },
+    Done {
+        record: &'a Record,
+        resumed: bool,
+        seconds: f64,
+    },
 }
 
 pub struct Outcome {
@@ -260,11 +286,16 @@ pub fn run(
     let single = opts.exercises.len() == 1;
     let mut jobs = Vec::new();
     let mut resumed = Vec::new();
-    for st in students.iter().filter(|s| opts.shard.is_none_or(|k| in_shard(&s.id, k))) {
+    for st in students
+        .iter()
+        .filter(|s| opts.shard.is_none_or(|k| in_shard(&s.id, k)))
+    {
         for (ex, digest) in opts.exercises.iter().zip(&digests) {
             let submission = st.submission(ex, single);
             let bytes = match &submission {
-                Some(p) => Some(std::fs::read(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?),
+                Some(p) => {
+                    Some(std::fs::read(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?)
+                }
                 None => None,
             };
             let s_seed = student_seed(seed, &st.id);
@@ -276,12 +307,26 @@ pub fn run(
                     continue;
                 }
             }
-            jobs.push(Job { student: st.clone(), exercise: ex.clone(), submission, seed: s_seed, key });
+            jobs.push(Job {
+                student: st.clone(),
+                exercise: ex.clone(),
+                submission,
+                seed: s_seed,
+                key,
+            });
         }
     }
-    progress(Event::Start { total: jobs.len() + resumed.len(), skipped: resumed.len(), jobs: opts.jobs });
+    progress(Event::Start {
+        total: jobs.len() + resumed.len(),
+        skipped: resumed.len(),
+        jobs: opts.jobs,
+    });
     for r in &resumed {
-        progress(Event::Done { record: r, resumed: true, seconds: 0.0 });
+        progress(Event::Done {
+            record: r,
+            resumed: true,
+            seconds: 0.0,
+        });
     }
 
     // 3. the pool: each worker takes the next job; the main thread writes records as they come
@@ -320,7 +365,11 @@ pub fn run(
             }) {
                 Ok(rec) => {
                     graded += 1;
-                    progress(Event::Done { record: &rec, resumed: false, seconds: secs });
+                    progress(Event::Done {
+                        record: &rec,
+                        resumed: false,
+                        seconds: secs,
+                    });
                 }
                 Err(e) => errors.push(format!("{} {}: {e}", job.student.id, job.exercise)),
             }
@@ -329,7 +378,13 @@ pub fn run(
     let interrupted = STOP.load(Ordering::SeqCst);
     // 4. gradebooks from whatever records exist
     let book = gradebook::write_all(&opts.out)?;
-    Ok(Outcome { graded, resumed: resumed.len(), interrupted, book, errors })
+    Ok(Outcome {
+        graded,
+        resumed: resumed.len(),
+        interrupted,
+        book,
+        errors,
+    })
 }
 
 /// Grade one job with the pipeline; the record is the report's JSON plus student, key, outcome.

@@ -31,7 +31,11 @@ impl Progress {
 
     pub fn on(&mut self, e: Event) {
         match e {
-            Event::Start { total, skipped, jobs } => {
+            Event::Start {
+                total,
+                skipped,
+                jobs,
+            } => {
                 self.total = total;
                 let msg = format!(
                     "grading {total} submission(s), {skipped} unchanged (resumed), {jobs} at a time / 评分 {total} 份，{skipped} 份未变（续评），并行 {jobs}"
@@ -40,10 +44,8 @@ impl Progress {
                     Some(_) => {
                         let bar = ProgressBar::new(total as u64);
                         bar.set_style(
-                            ProgressStyle::with_template(
-                                "{bar:30} {pos}/{len} ETA {eta} {msg}",
-                            )
-                            .expect("a valid template"),
+                            ProgressStyle::with_template("{bar:30} {pos}/{len} ETA {eta} {msg}")
+                                .expect("a valid template"),
                         );
                         bar.println(msg);
                         self.bar = Some(bar);
@@ -51,7 +53,11 @@ impl Progress {
                     None => eprintln!("{msg}"),
                 }
             }
-            Event::Done { record, resumed, seconds } => {
+            Event::Done {
+                record,
+                resumed,
+                seconds,
+            } => {
                 self.done += 1;
                 if record.passed() {
                     self.pass += 1
@@ -111,7 +117,12 @@ pub fn summary(book: &Gradebook) -> String {
                         *failed.entry((e.clone(), c.id.clone())).or_default() += 1;
                     }
                     if r.outcome == crate::gradebook::GRADED {
-                        format!("{} {}/{}", r.verdict_word(), r.summary.points, r.summary.max_points)
+                        format!(
+                            "{} {}/{}",
+                            r.verdict_word(),
+                            r.summary.points,
+                            r.summary.max_points
+                        )
                     } else {
                         r.verdict_word().into()
                     }
@@ -125,7 +136,10 @@ pub fn summary(book: &Gradebook) -> String {
     most.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     if !most.is_empty() {
         let mut b = Builder::default();
-        b.push_record(["criterion failed most often / 最常未通过的验收项", "students / 人数"]);
+        b.push_record([
+            "criterion failed most often / 最常未通过的验收项",
+            "students / 人数",
+        ]);
         for ((e, c), n) in most.into_iter().take(10) {
             b.push_record([format!("{e} {c}"), n.to_string()]);
         }

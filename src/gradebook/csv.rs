@@ -63,8 +63,16 @@ pub fn render(book: &Gradebook) -> anyhow::Result<Vec<u8>> {
             };
             total += t;
             max += m;
-            row.push(if rec.is_some() { t.to_string() } else { String::new() });
-            row.push(if rec.is_some() { m.to_string() } else { String::new() });
+            row.push(if rec.is_some() {
+                t.to_string()
+            } else {
+                String::new()
+            });
+            row.push(if rec.is_some() {
+                m.to_string()
+            } else {
+                String::new()
+            });
         }
         row.push(total.to_string());
         row.push(max.to_string());

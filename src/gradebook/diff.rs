@@ -13,8 +13,12 @@ pub fn load(path: &Path) -> anyhow::Result<GradesJson> {
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| anyhow::anyhow!("{}: {e} (expected a `grade batch --out` folder or a grades.json)", file.display()))?;
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e} (expected a `grade batch --out` folder or a grades.json)",
+            file.display()
+        )
+    })?;
     serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 

@@ -37,8 +37,12 @@ pub fn results(r: &Record) -> Value {
     } else {
         format!(
             "{} passed, {} failed, {} skipped / 通过 {}，未通过 {}，跳过 {}",
-            r.summary.passed, r.summary.failed, r.summary.skipped,
-            r.summary.passed, r.summary.failed, r.summary.skipped
+            r.summary.passed,
+            r.summary.failed,
+            r.summary.skipped,
+            r.summary.passed,
+            r.summary.failed,
+            r.summary.skipped
         )
     };
     json!({

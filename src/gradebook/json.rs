@@ -18,7 +18,11 @@ pub fn of(book: &Gradebook) -> GradesJson {
     GradesJson {
         roster: book.roster.clone(),
         grades: book.rows().cloned().collect(),
-        missing: book.missing.iter().map(|(s, e)| format!("{s}/{e}")).collect(),
+        missing: book
+            .missing
+            .iter()
+            .map(|(s, e)| format!("{s}/{e}"))
+            .collect(),
     }
 }
 

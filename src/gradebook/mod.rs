@@ -131,7 +131,12 @@ impl Gradebook {
             .values()
             .filter(|r| r.exercise == exercise && r.outcome == GRADED)
             .max_by_key(|r| r.verdicts.len())
-            .map(|r| r.verdicts.iter().map(|c| (c.id.clone(), c.points)).collect())
+            .map(|r| {
+                r.verdicts
+                    .iter()
+                    .map(|c| (c.id.clone(), c.points))
+                    .collect()
+            })
             .unwrap_or_default()
     }
     /// The most points a graded record of the exercise was worth (skipped criteria left out).
@@ -158,7 +163,9 @@ pub fn roster_path(out: &Path) -> PathBuf {
 }
 
 pub fn record_path(out: &Path, exercise: &str, student: &str) -> PathBuf {
-    out.join("records").join(exercise).join(format!("{student}.json"))
+    out.join("records")
+        .join(exercise)
+        .join(format!("{student}.json"))
 }
 
 pub fn read_record(path: &Path) -> Option<Record> {
@@ -169,10 +176,11 @@ pub fn read_record(path: &Path) -> Option<Record> {
 /// Assemble the gradebook of `out` from its roster and whatever records exist.
 pub fn assemble(out: &Path) -> anyhow::Result<Gradebook> {
     let rp = roster_path(out);
-    let text = std::fs::read_to_string(&rp)
-        .map_err(|e| anyhow::anyhow!("{}: {e} (not a `grade batch --out` folder?)", rp.display()))?;
-    let roster: Roster = serde_json::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", rp.display()))?;
+    let text = std::fs::read_to_string(&rp).map_err(|e| {
+        anyhow::anyhow!("{}: {e} (not a `grade batch --out` folder?)", rp.display())
+    })?;
+    let roster: Roster =
+        serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", rp.display()))?;
     let mut records = BTreeMap::new();
     let mut missing = Vec::new();
     for s in &roster.students {

@@ -1,0 +1,522 @@
+//! `grade batch` (issue 8) end to end on a small generated class of lesson 04: a solution copy,
+//! the starter as a loose file, two fixtures (one under the `04-checkpoint.py` name), a hostile
+//! submission, and an empty folder. One uninterrupted run is the baseline; a run interrupted with
+//! SIGINT then resumed, and three shards merged with `grade gradebook`, must end with the same
+//! gradebook (modulo timings). Plus: exporters' required fields, the seed regrades a row alone,
+//! discovery, shards, and `grade diff` (snapshot).
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn grade(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(args)
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .env("CI", "1")
+        .output()
+        .unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The class: id → what is graded and how it must come out.
+fn make_class(dir: &Path) {
+    let r = root();
+    let put = |rel: &str, src: PathBuf| {
+        let to = dir.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(src, to).unwrap();
+    };
+    put(
+        "alice/exercise.py",
+        r.join("solutions/04-checkpoint/exercise.py"),
+    );
+    put("bob.py", r.join("exercises/04-checkpoint/exercise.py"));
+    put(
+        "carol/exercise.py",
+        r.join("tests/fixtures/04-checkpoint/no_warmup.py"),
+    );
+    std::fs::create_dir_all(dir.join("dave")).unwrap();
+    put(
+        "eve/exercise.py",
+        r.join("tests/fixtures/hostile/read_solution.py"),
+    );
+    put(
+        "frank/04-checkpoint.py",
+        r.join("tests/fixtures/04-checkpoint/wrong_targets.py"),
+    );
+    std::fs::write(dir.join("notes.txt"), "not a student").unwrap();
+}
+
+const STUDENTS: [&str; 6] = ["alice", "bob", "carol", "dave", "eve", "frank"];
+
+fn batch(class: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "batch",
+        s(class),
+        "--exercise",
+        "04-checkpoint",
+        "--out",
+        s(out),
+        "--seed",
+        "11",
+        "--device",
+        "cpu",
+    ];
+    args.extend_from_slice(extra);
+    grade(&args)
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A gradebook modulo timings: per student, outcome, seed, key and every criterion's status.
+fn essence(out: &Path) -> Vec<String> {
+    let g = json(&out.join("grades.json"));
+    assert_eq!(g["missing"].as_array().unwrap().len(), 0, "{g}");
+    g["grades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let crits: Vec<String> = r["verdicts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| {
+                    format!(
+                        "{}={}",
+                        v["id"].as_str().unwrap(),
+                        v["status"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            format!(
+                "{} {} seed={} key={} {}",
+                r["student"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+                r["seed"],
+                r["key"].as_str().unwrap(),
+                crits.join(",")
+            )
+        })
+        .collect()
+}
+
+fn expected_outcomes(out: &Path) {
+    let g = json(&out.join("grades.json"));
+    let rows: Vec<(String, String, bool)> = g["grades"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["student"].as_str().unwrap().to_string(),
+                r["outcome"].as_str().unwrap().to_string(),
+                r["summary"]["failed"].as_u64().unwrap() == 0,
+            )
+        })
+        .collect();
+    let want = [
+        ("alice", "graded", true),
+        ("bob", "graded", false),
+        ("carol", "graded", false),
+        ("dave", "no_submission", true),
+        ("eve", "graded", false),
+        ("frank", "graded", false),
+    ];
+    let want: Vec<_> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), *c))
+        .collect();
+    assert_eq!(rows, want);
+}
+
+fn check_exporters(out: &Path) {
+    // grades.csv: a header and one row per student
+    let csv = std::fs::read_to_string(out.join("grades.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + STUDENTS.len(), "{csv}");
+    assert!(
+        lines[0].starts_with("student,04-checkpoint/outcome,"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].ends_with(",04-checkpoint/total,04-checkpoint/max,total,max"));
+    assert!(lines[4].starts_with("dave,no submission,"), "{}", lines[4]);
+    // Gradescope: every required field, for every student
+    for st in STUDENTS {
+        let r = json(&out.join(format!("gradescope/04-checkpoint/{st}/results.json")));
+        assert!(
+            r["score"].is_number() && r["max_score"].is_number(),
+            "{st}: {r}"
+        );
+        assert!(r["output"].is_string() && r["visibility"].is_string());
+        for t in r["tests"].as_array().unwrap() {
+            for f in ["name", "output", "visibility", "status"] {
+                assert!(t[f].is_string(), "{st}: test field {f}: {t}");
+            }
+            assert!(t["score"].is_number() && t["max_score"].is_number(), "{t}");
+            assert!(["passed", "failed"].contains(&t["status"].as_str().unwrap()));
+        }
+        if st != "dave" {
+            assert!(!r["tests"].as_array().unwrap().is_empty());
+        }
+    }
+    // JUnit: testsuites > testsuite (one per student) > testcase (one per criterion), with failures
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let mut reader = quick_xml::Reader::from_str(&xml);
+    let (mut suites, mut cases, mut failures, mut roots) = (0, 0, 0, 0);
+    loop {
+        match reader.read_event().expect("junit.xml is well-formed XML") {
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => {
+                let attr =
+                    |name: &str| e.attributes().flatten().any(|a| a.key.into_inner() == name);
+                match e.name().into_inner() {
+                    "testsuites" => roots += 1,
+                    "testsuite" => {
+                        suites += 1;
+                        for a in ["name", "tests", "failures", "errors"] {
+                            assert!(attr(a), "testsuite without {a}");
+                        }
+                    }
+                    "testcase" => {
+                        cases += 1;
+                        assert!(attr("name") && attr("classname"));
+                    }
+                    "failure" => failures += 1,
+                    _ => {}
+                }
+            }
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!((roots, suites), (1, STUDENTS.len()));
+    assert!(
+        cases > 5 * 15 && failures > 3,
+        "{cases} testcases, {failures} failures"
+    );
+}
+
+#[test]
+fn class_end_to_end_resume_and_shards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let class = tmp.path().join("class");
+    make_class(&class);
+
+    // 1. uninterrupted: every verdict as expected, every gradebook file
+    let base = tmp.path().join("base");
+    let t0 = Instant::now();
+    let o = batch(&class, &base, &[]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    eprintln!(
+        "baseline: {:.1} s for {} students",
+        t0.elapsed().as_secs_f64(),
+        STUDENTS.len()
+    );
+    expected_outcomes(&base);
+    check_exporters(&base);
+    assert!(
+        stderr.contains("[6/6]"),
+        "plain progress lines off a terminal: {stderr}"
+    );
+
+    // 2. a record's seed regrades that row alone with `grade exercise --seed`
+    let rec = json(&base.join("records/04-checkpoint/carol.json"));
+    let seed = rec["seed"].as_u64().unwrap().to_string();
+    let sub = class.join("carol/exercise.py");
+    let o = grade(&[
+        "exercise",
+        "04-checkpoint",
+        "--submission",
+        s(&sub),
+        "--seed",
+        &seed,
+        "--device",
+        "cpu",
+        "--format",
+        "json",
+    ]);
+    let alone: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let status = |r: &Value| -> Vec<String> {
+        r["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                format!(
+                    "{}={}",
+                    v["id"].as_str().unwrap(),
+                    v["status"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(status(&alone), status(&rec));
+    assert_eq!(alone["seed"], rec["seed"]);
+
+    // 3. SIGINT once the first record exists, then --resume: the same gradebook
+    let resumed = tmp.path().join("resumed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args([
+            "batch",
+            s(&class),
+            "--exercise",
+            "04-checkpoint",
+            "--out",
+            s(&resumed),
+            "--seed",
+            "11",
+            "--device",
+            "cpu",
+        ])
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .env("CI", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = resumed.join("records/04-checkpoint/alice.json");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !first.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        first.exists(),
+        "the first record was written as soon as it was graded"
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(2), "an interrupted batch is exit 2");
+    let kept = std::fs::read_dir(resumed.join("records/04-checkpoint"))
+        .unwrap()
+        .count();
+    assert!(
+        kept < STUDENTS.len(),
+        "interrupted mid-batch ({kept} records)"
+    );
+    let o = batch(&class, &resumed, &["--resume"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("unchanged, resumed"), "{stderr}");
+    assert_eq!(essence(&resumed), essence(&base));
+
+    // 4. three shards into one --out, assembled by `grade gradebook`: the same gradebook
+    let sharded = tmp.path().join("sharded");
+    for k in 1..=3 {
+        let shard = format!("{k}/3");
+        let o = batch(&class, &sharded, &["--shard", &shard]);
+        assert!(
+            matches!(o.status.code(), Some(0..=1)),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = grade(&["gradebook", s(&sharded)]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(essence(&sharded), essence(&base));
+    assert_eq!(
+        std::fs::read_to_string(sharded.join("grades.csv"))
+            .unwrap()
+            .lines()
+            .count(),
+        1 + STUDENTS.len()
+    );
+}
+
+#[test]
+fn gradebook_names_missing_students() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    std::fs::write(
+        out.join("roster.json"),
+        r#"{"class":"c","exercises":["04-checkpoint"],"students":["ann","ben"],"seed":1,"device":"cpu"}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(out.join("records/04-checkpoint")).unwrap();
+    std::fs::write(
+        out.join("records/04-checkpoint/ann.json"),
+        r#"{"student":"ann","exercise":"04-checkpoint","outcome":"no_submission","seed":3,"key":"k","verdicts":[],"summary":{"passed":0,"failed":0,"skipped":0,"points":0,"max_points":0}}"#,
+    )
+    .unwrap();
+    let o = grade(&["gradebook", s(out)]);
+    assert_eq!(o.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("ben/04-checkpoint"), "{stdout}");
+    assert!(out.join("grades.csv").is_file() && out.join("junit.xml").is_file());
+}
+
+#[test]
+fn empty_class_is_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("class")).unwrap();
+    let o = grade(&[
+        "batch",
+        s(&tmp.path().join("class")),
+        "--exercise",
+        "04-checkpoint",
+        "--out",
+        s(&tmp.path().join("out")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no student"));
+}
+
+#[test]
+fn discovery_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    for f in [
+        "a/exercise.py",
+        "b/04-checkpoint.py",
+        "c/04-checkpoint/exercise.py",
+        "e.py",
+        ".hidden/exercise.py",
+        "notes.txt",
+        "d/other.txt",
+    ] {
+        let p = d.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    let found = grade::batch::discover(d).unwrap();
+    let ids: Vec<_> = found.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    let sub = |i: usize, single| {
+        found[i]
+            .submission("04-checkpoint", single)
+            .map(|p| p.strip_prefix(d).unwrap().to_path_buf())
+    };
+    assert_eq!(sub(0, true), Some("a/exercise.py".into()));
+    assert_eq!(sub(0, false), None, "exercise.py is ambiguous with --all");
+    assert_eq!(sub(1, false), Some("b/04-checkpoint.py".into()));
+    assert_eq!(sub(2, false), Some("c/04-checkpoint/exercise.py".into()));
+    assert_eq!(sub(3, true), None, "no submission");
+    assert_eq!(sub(4, true), Some("e.py".into()));
+    std::fs::create_dir_all(d.join("e")).unwrap();
+    assert!(grade::batch::discover(d).is_err(), "e/ and e.py: ambiguous");
+}
+
+#[test]
+fn shards_partition_the_class_stably() {
+    let ids: Vec<String> = (0..200).map(|i| format!("student{i:03}")).collect();
+    let of = |id: &str| {
+        (1..=3)
+            .filter(|&k| grade::batch::in_shard(id, (k, 3)))
+            .collect::<Vec<_>>()
+    };
+    for id in &ids {
+        assert_eq!(of(id).len(), 1, "{id} in exactly one shard");
+    }
+    let sizes: Vec<usize> = (1..=3)
+        .map(|k| {
+            ids.iter()
+                .filter(|i| grade::batch::in_shard(i, (k, 3)))
+                .count()
+        })
+        .collect();
+    assert!(sizes.iter().all(|&n| n > 40), "{sizes:?}");
+    // a student's shard and seed depend on the id alone
+    assert_eq!(of("student007"), of("student007"));
+    assert_eq!(
+        grade::batch::student_seed(11, "alice"),
+        grade::batch::student_seed(11, "alice")
+    );
+    assert_ne!(
+        grade::batch::student_seed(11, "alice"),
+        grade::batch::student_seed(12, "alice")
+    );
+    assert!(grade::batch::parse_shard("0/3").is_err() && grade::batch::parse_shard("4/3").is_err());
+    assert_eq!(grade::batch::parse_shard("2/3"), Ok((2, 3)));
+}
+
+fn book(rows: &[(&str, &str, &[(&str, &str)])]) -> Value {
+    let grades: Vec<Value> = rows
+        .iter()
+        .map(|(st, outcome, crits)| {
+            let verdicts: Vec<Value> = crits
+                .iter()
+                .map(|(id, status)| serde_json::json!({"id": id, "title": {"zh": id, "en": id}, "status": status, "points": 1}))
+                .collect();
+            let passed = crits.iter().filter(|c| c.1 == "PASS").count();
+            let failed = crits.iter().filter(|c| c.1 == "FAIL").count();
+            serde_json::json!({"student": st, "exercise": "04-checkpoint", "outcome": outcome, "seed": 1, "key": "k",
+                "verdicts": verdicts, "run_s": 1.0,
+                "summary": {"passed": passed, "failed": failed, "skipped": 0, "points": passed, "max_points": crits.len()}})
+        })
+        .collect();
+    serde_json::json!({"roster": {"class": "c", "exercises": ["04-checkpoint"], "students": [], "seed": 1, "device": "cpu"},
+        "grades": grades, "missing": []})
+}
+
+#[test]
+fn diff_of_a_regrade() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old = book(&[
+        (
+            "ann",
+            "graded",
+            &[("matches_reference", "PASS"), ("compare_median", "FAIL")],
+        ),
+        (
+            "ben",
+            "graded",
+            &[("matches_reference", "PASS"), ("compare_median", "PASS")],
+        ),
+        (
+            "cat",
+            "graded",
+            &[("matches_reference", "PASS"), ("compare_median", "PASS")],
+        ),
+        ("dan", "no_submission", &[]),
+    ]);
+    let new = book(&[
+        (
+            "ann",
+            "graded",
+            &[("matches_reference", "PASS"), ("compare_median", "PASS")],
+        ),
+        (
+            "ben",
+            "graded",
+            &[("matches_reference", "FAIL"), ("compare_median", "PASS")],
+        ),
+        (
+            "cat",
+            "graded",
+            &[("matches_reference", "PASS"), ("compare_median", "PASS")],
+        ),
+        (
+            "dan",
+            "graded",
+            &[("matches_reference", "PASS"), ("compare_median", "FAIL")],
+        ),
+    ]);
+    std::fs::create_dir_all(tmp.path().join("old")).unwrap();
+    std::fs::write(tmp.path().join("old/grades.json"), old.to_string()).unwrap();
+    std::fs::write(tmp.path().join("new.json"), new.to_string()).unwrap();
+    let o = grade(&[
+        "diff",
+        s(&tmp.path().join("old")),
+        s(&tmp.path().join("new.json")),
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    insta::assert_snapshot!(String::from_utf8_lossy(&o.stdout));
+}
