@@ -375,46 +375,6 @@ fn rubric_rejects_a_bad_ledger_spec() {
 
 // ------------------------------------------------------------------------------- end to end
 
-struct Graded {
-    name: String,
-    code: i32,
-    report: Value,
-}
-
-fn grade_file(name: &str, submission: PathBuf) -> Graded {
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .args(["exercise", ID, "--format", "json", "--submission"])
-        .arg(&submission)
-        .env("GRADE_ROOT", root())
-        .env_remove("GRADE_PYTHON")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "{name}: not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    Graded {
-        name: name.into(),
-        code: out.status.code().unwrap_or(-1),
-        report,
-    }
-}
-
-fn report_failing(report: &Value) -> Vec<String> {
-    let mut v: Vec<String> = report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["status"] == "FAIL")
-        .map(|v| v["id"].as_str().unwrap().to_string())
-        .collect();
-    v.sort();
-    v
-}
-
 fn verdict_table(report: &Value) -> String {
     report["verdicts"]
         .as_array()
@@ -443,80 +403,59 @@ fn explain(report: &Value) -> String {
     lines.join("\n")
 }
 
-/// The solution, the starter and every fixture, two gradings at a time; each fails exactly its
-/// expected criteria, and its verdict table is a snapshot.
+/// `grade check 03-memory` (the real binary): the solution, the starter and every fixture, each
+/// failing exactly what tests/fixtures/03-memory/expected.yaml lists (the one place expectations
+/// live), every criterion caught by some fixture, every README mistake mapped; each verdict table
+/// is a snapshot. No criterion of this lesson times anything, so two gradings run at once.
 #[test]
-fn every_submission_fails_exactly_its_criteria() {
-    let fixtures = root().join("tests/fixtures").join(ID);
-    let expected: BTreeMap<String, Vec<String>> =
-        serde_yaml::from_str(&std::fs::read_to_string(fixtures.join("expected.yaml")).unwrap())
-            .unwrap();
-    let mut jobs: Vec<(String, PathBuf)> = vec![
-        (
-            "solution".into(),
-            root().join("solutions").join(ID).join("exercise.py"),
-        ),
-        (
-            "starter".into(),
-            root().join("exercises").join(ID).join("exercise.py"),
-        ),
-    ];
-    let mut stems: Vec<String> = std::fs::read_dir(&fixtures)
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.unwrap().path();
-            (p.extension()? == "py").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
-        })
-        .collect();
-    stems.sort();
-    for s in &stems {
-        assert!(
-            expected.contains_key(s),
-            "{s}.py has no entry in expected.yaml"
-        );
-        jobs.push((s.clone(), fixtures.join(format!("{s}.py"))));
-    }
-    assert_eq!(
-        jobs.len(),
-        expected.len(),
-        "expected.yaml names a fixture that does not exist"
-    );
-
-    let queue = std::sync::Mutex::new(jobs.clone());
-    let done = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| loop {
-                let job = queue.lock().unwrap().pop();
-                let Some((name, path)) = job else { break };
-                let g = grade_file(&name, path);
-                done.lock().unwrap().push(g);
-            });
-        }
+fn grade_check_proves_the_lesson() {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args([
+            "check", ID, "--device", "cpu", "--jobs", "2", "--format", "json",
+        ])
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let check: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     });
-    let mut done = done.into_inner().unwrap();
-    done.sort_by(|a, b| a.name.cmp(&b.name));
-    assert_eq!(done.len(), jobs.len());
-    for g in &done {
-        let mut want = expected[&g.name].clone();
-        want.sort();
-        assert_eq!(
-            report_failing(&g.report),
-            want,
-            "{}: failing criteria differ\n{}",
-            g.name,
-            explain(&g.report)
+    let ex = &check["exercises"][0];
+    let subs = ex["submissions"].as_array().unwrap();
+    for sub in subs {
+        let name = sub["name"].as_str().unwrap();
+        assert!(
+            sub["as_expected"].as_bool().unwrap(),
+            "{name}: failed {} but expected {}\n{}",
+            sub["failed"],
+            sub["expected_failures"],
+            explain(&sub["report"])
         );
-        assert_eq!(
-            g.code,
-            if want.is_empty() { 0 } else { 1 },
-            "{}: exit code",
-            g.name
-        );
-        insta::assert_snapshot!(format!("{ID}__{}", g.name), verdict_table(&g.report));
+        insta::assert_snapshot!(format!("{ID}__{name}"), verdict_table(&sub["report"]));
     }
+    let expected: BTreeMap<String, Value> = serde_yaml::from_str(
+        &std::fs::read_to_string(root().join("tests/fixtures").join(ID).join("expected.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        subs.len(),
+        expected.len(),
+        "solution, starter and every fixture graded"
+    );
+    assert_eq!(ex["surprises"], json!([]), "{}", ex["surprises"]);
+    assert_eq!(
+        ex["unprovable"],
+        json!(["peak_covers_step", "peak_is_allocated", "peak_reproducible"]),
+        "only the CUDA criteria cannot be shown on CPU"
+    );
+    assert_eq!(out.status.code(), Some(0), "grade check exit code");
     // the starter explains itself: every failure names the missing function
-    let starter = &done.iter().find(|g| g.name == "starter").unwrap().report;
+    let starter = &subs.iter().find(|s| s["name"] == "starter").unwrap()["report"];
     let why = starter["verdicts"]
         .as_array()
         .unwrap()
