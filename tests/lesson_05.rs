@@ -436,6 +436,7 @@ fixtures!(
     new_inputs,
     wrong_output,
     recompile_per_shape,
+    unwrapped_clock,
     chained_ns,
     default_compile,
 );
