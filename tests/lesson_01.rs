@@ -597,3 +597,41 @@ fn stress_every_submission_with_a_busy_core() {
     busy.join().unwrap();
     assert!(flakes.is_empty(), "{}", flakes.join("\n"));
 }
+
+/// `grade check 01-metrics` (the real binary) on the solution only: its static checks run in full
+/// — every criterion is failed by some fixture of expected.yaml, every criterion names what it
+/// catches, every 常见错误 item of the README maps to criteria (exercise.yaml `mistakes:`). The
+/// fixtures themselves are graded one test each above (in parallel, each snapshotted).
+#[test]
+fn grade_check_static_checks_hold() {
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args([
+            "check", ID, "--device", "cpu", "--only", "solution", "--format", "json",
+        ])
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let check: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let ex = &check["exercises"][0];
+    assert_eq!(ex["surprises"], json!([]), "{}", ex["surprises"]);
+    assert_eq!(
+        ex["unprovable"],
+        json!([]),
+        "every criterion applies on CPU"
+    );
+    let subs = ex["submissions"].as_array().unwrap();
+    assert_eq!(subs.len(), 1);
+    assert!(
+        subs[0]["as_expected"].as_bool().unwrap(),
+        "{}",
+        explain(&subs[0]["report"])
+    );
+    assert_eq!(out.status.code(), Some(0), "grade check exit code");
+}
