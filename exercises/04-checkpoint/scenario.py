@@ -7,7 +7,8 @@ from rubrics/04-checkpoint.yaml. Probes:
   dropout        gradients off/on with dropout > 0 and the same seed (RNG preserved?)
   no_input_grad  gradients when the blocks' input does not require grad (reentrant loses them)
   inference      checkpoint calls under torch.no_grad()
-  timing         the grader's own step-time measurement: warm-up, sync, interleaved, median
+  timing         the grader's own step-time measurement: warm-up, sync, interleaved pairs, medians
+                 and the median of the pairs' on/off ratios
   memory         (CUDA only) peak allocated bytes of one step off/on
   compare        the submission's compare(), called twice, with its clock/sync/step trace
 
@@ -163,6 +164,11 @@ class Lesson:
         for variant, _ in VARIANTS:
             self.ctx.metric(f"timing.{variant}.median_s", statistics.median(samples[variant]))
             self.ctx.metric(f"timing.{variant}.min_s", min(samples[variant]))
+        # on/off from pairs timed back to back: load that comes and goes hits both halves of a
+        # pair alike, so the median of the pairs' ratios holds on a busy machine where a ratio
+        # of two medians (taken over different moments) can swing by 2x
+        pairs = [on / off for on, off in zip(samples["on"], samples["off"]) if off > 0]
+        self.ctx.metric("timing.on_over_off", statistics.median(pairs))
 
     def memory(self):
         if self.device.type != "cuda":
