@@ -66,33 +66,25 @@ impl TableExporter {
             let title = v.title.get(lang);
             let measured = v.measured.get(lang);
             let bound = v.bound.get(lang);
-            let against = match (v.status, measured, bound) {
+            let against = match (v.status, measured, bound, &v.blocked_by) {
                 (Status::Skip, ..) => v.why.get(lang).to_string(),
-                (_, "—", _) if v.blocked_by.is_some() => String::new(),
-                (_, m, "" | "—") => m.to_string(),
-                (_, m, b) => format!("{m}  ({} {b})", if zh { "界限" } else { "bound" }),
-            };
-            out.push_str(&format!(
-                "{} {}  {}\n",
-                self.status(v, zh),
-                pad(title, width),
-                against
-            ));
-            if v.status != Status::Fail {
-                continue;
-            }
-            let indent = " ".repeat(10);
-            if let Some(p) = &v.blocked_by {
-                out.push_str(&format!(
-                    "{indent}{}\n",
+                (_, "—", _, Some(p)) => {
                     if zh {
                         format!("↳ 探针 `{p}` 失败，见下方")
                     } else {
                         format!("↳ probe `{p}` failed, see below")
                     }
-                ));
+                }
+                (_, m, "" | "—", _) => m.to_string(),
+                (_, m, b, _) => format!("{m}  ({} {b})", if zh { "界限" } else { "bound" }),
+            };
+            let line = format!("{} {}  {}", self.status(v, zh), pad(title, width), against);
+            out.push_str(line.trim_end());
+            out.push('\n');
+            if v.status != Status::Fail || v.blocked_by.is_some() {
                 continue;
             }
+            let indent = " ".repeat(10);
             out.push_str(&format!(
                 "{indent}{}{}\n",
                 if zh { "原因：" } else { "why: " },
@@ -147,10 +139,11 @@ impl TableExporter {
         format!("{table}\n")
     }
 
-    /// Each failed probe once: its error and the criteria it left without evidence.
+    /// Each failed probe once (probes failing with the same error together): the error and the
+    /// criteria it left without evidence.
     fn probes(&self, r: &Report, lang: Lang) -> String {
         let zh = lang == Lang::Zh;
-        let mut out = String::new();
+        let mut groups: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new(); // error, probes, blocked
         for (probe, error) in &r.failed_probes {
             let blocked: Vec<&str> = r
                 .verdicts
@@ -161,10 +154,23 @@ impl TableExporter {
             if blocked.is_empty() && !self.verbose {
                 continue;
             }
+            match groups.iter_mut().find(|g| g.0 == error.as_str()) {
+                Some(g) => {
+                    g.1.push(probe);
+                    g.2.extend(blocked);
+                }
+                None => groups.push((error, vec![probe], blocked)),
+            }
+        }
+        let mut out = String::new();
+        for (error, probes, blocked) in groups {
+            let names = probes.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
             out.push_str(&if zh {
-                format!("探针 `{probe}` 失败：{error}\n")
+                format!("探针 {names} 失败：{error}\n")
+            } else if probes.len() > 1 {
+                format!("probes {names} failed: {error}\n")
             } else {
-                format!("probe `{probe}` failed: {error}\n")
+                format!("probe {names} failed: {error}\n")
             });
             if !blocked.is_empty() {
                 out.push_str(&format!(
