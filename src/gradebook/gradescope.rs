@@ -8,7 +8,8 @@ use std::path::Path;
 
 pub struct GradescopeExporter;
 
-pub fn results(r: &Record) -> Value {
+/// `class_max`: what a no-submission row is out of (the most a graded record is worth).
+pub fn results(r: &Record, class_max: u32) -> Value {
     let tests: Vec<Value> = r
         .verdicts
         .iter()
@@ -47,7 +48,7 @@ pub fn results(r: &Record) -> Value {
     };
     json!({
         "score": r.summary.points as f64,
-        "max_score": r.summary.max_points as f64,
+        "max_score": if r.outcome == GRADED { r.summary.max_points } else { class_max } as f64,
         "execution_time": r.run_s.round() as u64,
         "output": output,
         "visibility": "visible",
@@ -67,7 +68,8 @@ impl GradebookExporter for GradescopeExporter {
                 .join(&r.exercise)
                 .join(&r.student)
                 .join("results.json");
-            let text = serde_json::to_string_pretty(&results(r))? + "\n";
+            let text =
+                serde_json::to_string_pretty(&results(r, book.max_points(&r.exercise)))? + "\n";
             write_atomic(&path, text.as_bytes())?;
         }
         Ok(())
