@@ -447,7 +447,10 @@ fn shards_partition_the_class_stably() {
     assert_eq!(grade::batch::parse_shard("2/3"), Ok((2, 3)));
 }
 
-fn book(rows: &[(&str, &str, &[(&str, &str)])]) -> Value {
+/// (student, outcome, [(criterion, status)])
+type Row<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+fn book(rows: &[Row]) -> Value {
     let grades: Vec<Value> = rows
         .iter()
         .map(|(st, outcome, crits)| {

@@ -16,6 +16,12 @@ pub struct Progress {
     fail: usize,
 }
 
+impl Default for Progress {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Progress {
     /// A bar only on a terminal outside CI.
     pub fn new() -> Progress {

@@ -78,5 +78,5 @@ pub fn render(book: &Gradebook) -> anyhow::Result<Vec<u8>> {
         row.push(max.to_string());
         w.write_record(&row)?;
     }
-    Ok(w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?)
+    w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))
 }
