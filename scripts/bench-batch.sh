@@ -4,6 +4,11 @@
 # the speed-up, and the grader's own overhead per submission next to one `import torch`.
 #
 #   scripts/bench-batch.sh [N=30] [JOBS=default]
+#   SKIP_COLD=1 scripts/bench-batch.sh     # only the batch, and its verdict check
+#
+# After the batch, every student's outcome is checked: solution copies and the fixtures that
+# expected.yaml lists with `[]` pass, every other submission fails, the empty folder is a
+# "no submission" row.
 #
 # The class: solution copies, every fixture of tests/fixtures/04-checkpoint, a few hostile
 # submissions, one folder with no submission (not counted in the cold runs).
@@ -25,7 +30,14 @@ i=0
 while [ "$i" -lt $((N - 1)) ]; do
   if [ $((i % 4)) -eq 0 ]; then src=solutions/04-checkpoint/exercise.py
   else src=${srcs[$(( (i / 4 * 3 + i % 4) % ${#srcs[@]} ))]}; fi
-  mkdir -p "$class/s$(printf %02d "$i")" && cp "$src" "$class/s$(printf %02d "$i")/exercise.py"
+  id=s$(printf %02d "$i")
+  mkdir -p "$class/$id" && cp "$src" "$class/$id/exercise.py"
+  stem=$(basename "$src" .py)
+  if [ "$src" = solutions/04-checkpoint/exercise.py ] ||
+     { [[ $src == tests/fixtures/04-checkpoint/* ]] &&
+       grep -q "^$stem: \[\]" tests/fixtures/04-checkpoint/expected.yaml; }; then
+    echo "$id pass" >>"$tmp/expected"
+  else echo "$id fail" >>"$tmp/expected"; fi
   i=$((i + 1))
 done
 mkdir -p "$class/zz-empty"
@@ -34,6 +46,8 @@ n=${#subs[@]}
 
 t() { local s; s=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; echo "$(date +%s.%N) - $s" | bc; }
 
+echo "zz-empty no_submission" >>"$tmp/expected"
+if [ -z "${SKIP_COLD:-}" ]; then
 imp=$(t "$PY" -c 'import torch')
 starter=$(t "$GRADE" exercise 04-checkpoint --device cpu --seed 1)
 echo "import torch (one cold interpreter): ${imp} s"
@@ -42,12 +56,23 @@ echo "grade exercise on the starter (fails at once: the grader's cold overhead p
 s=$(date +%s.%N)
 for f in "${subs[@]}"; do "$GRADE" exercise 04-checkpoint --submission "$f" --device cpu --seed 1 >/dev/null 2>&1 || true; done
 cold=$(echo "$(date +%s.%N) - $s" | bc)
+fi
 
 s=$(date +%s.%N)
 "$GRADE" batch "$class" --exercise 04-checkpoint --out "$tmp/out" --device cpu --seed 1 ${JOBS:+--jobs $JOBS} >/dev/null 2>&1 || true
 batch=$(echo "$(date +%s.%N) - $s" | bc)
 
+"$PY" - "$tmp/out/grades.json" "$tmp/expected" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+want = dict(l.split() for l in open(sys.argv[2]))
+got = {r["student"]: ("no_submission" if r["outcome"] != "graded"
+                      else "pass" if r["summary"]["failed"] == 0 else "fail") for r in g["grades"]}
+bad = {s: (want[s], got.get(s)) for s in want if got.get(s) != want[s]}
+print(f"verdicts as expected: {len(want) - len(bad)}/{len(want)}" + (f"; unexpected: {bad}" if bad else ""))
+PY
 echo "submissions: $n (+1 folder without submission), cores: $(nproc)"
-printf 'cold grade exercise: %.1f s total, %.2f s per submission\n' "$cold" "$(echo "$cold / $n" | bc -l)"
+[ -n "${SKIP_COLD:-}" ] ||
+  printf 'cold grade exercise: %.1f s total, %.2f s per submission\n' "$cold" "$(echo "$cold / $n" | bc -l)"
 printf 'grade batch:         %.1f s total, %.2f s per submission\n' "$batch" "$(echo "$batch / $n" | bc -l)"
-printf 'speed-up: %.2fx\n' "$(echo "$cold / $batch" | bc -l)"
+[ -n "${SKIP_COLD:-}" ] || printf 'speed-up: %.2fx\n' "$(echo "$cold / $batch" | bc -l)"
