@@ -40,8 +40,6 @@ def saved_bytes(model, fn):
     return out, sum(seen.values())
 
 
-
-
 def label(t, reference):
     """`batch` when `t` equals the grader's tensor, `none` for None, else `other`."""
     if t is None:

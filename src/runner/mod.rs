@@ -93,9 +93,11 @@ impl PythonExecutor {
     /// The interpreter's installation and environment (asked once).
     fn prefixes(&self) -> &[PathBuf] {
         self.prefixes.get_or_init(|| {
-            let out = Command::new(&self.python)
-                .args(["-I", "-c", "import sys; print(sys.base_prefix); print(sys.prefix)"])
-                .output();
+            let out = sandbox::quietly(|| {
+                Command::new(&self.python)
+                    .args(["-I", "-c", "import sys; print(sys.base_prefix); print(sys.prefix)"])
+                    .output()
+            });
             let mut dirs: Vec<PathBuf> = out
                 .ok()
                 .map(|o| {

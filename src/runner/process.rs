@@ -188,8 +188,7 @@ pub fn run(
     }
     sandbox::become_subreaper();
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
-    sandbox::track(child.id());
+    let mut child = sandbox::spawn_tracked(&mut cmd)?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = writeln!(stdin, "{stdin_line}");
     }

@@ -92,7 +92,7 @@ pub fn netns_available() -> bool {
                 Ok(())
             });
         }
-        probe.status().map(|s| s.success()).unwrap_or(false)
+        quietly(|| probe.status().map(|s| s.success()).unwrap_or(false))
     })
 }
 
@@ -246,11 +246,33 @@ pub fn become_subreaper() {
     });
 }
 
-pub fn track(pid: u32) {
+fn track(pid: u32) {
     live_children()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(pid as i32);
+}
+
+/// Held while a child is spawned and registered, while a short-lived helper child lives, and
+/// while strays are swept: a sweep in one thread never mistakes another thread's child, started
+/// a moment ago and not yet registered, for a stray (`grade check --jobs`, `grade batch`).
+fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Spawn `cmd` and register it as a live child, with no sweep in between.
+pub fn spawn_tracked(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    let _held = spawn_lock();
+    let child = cmd.spawn()?;
+    track(child.id());
+    Ok(child)
+}
+
+/// Run a short-lived helper child (`f` spawns and waits for it) with no sweep meanwhile.
+pub fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    let _held = spawn_lock();
+    f()
 }
 
 pub fn untrack(pid: u32) {
@@ -269,6 +291,7 @@ fn parent_of(pid: &Path) -> Option<i32> {
 
 /// Kill and reap every stray reparented to the grader. Returns how many were found.
 pub fn sweep_strays() -> usize {
+    let _held = spawn_lock();
     // SAFETY: getpid has no failure mode.
     let me = unsafe { libc::getpid() };
     let mut killed = 0;
