@@ -207,7 +207,7 @@ pub fn run(
             break child.wait().ok();
         }
         polls += 1;
-        if let Some(max) = limits.rss_bytes.filter(|_| polls % 10 == 0) {
+        if let Some(max) = limits.rss_bytes.filter(|_| polls.is_multiple_of(10)) {
             let (rss, procs) = group_rss(child.id() as i32);
             if rss > max {
                 over_memory = Some((rss, procs));
