@@ -157,7 +157,8 @@ impl Measurement {
                 let partial = steps
                     .iter()
                     .filter(|s| {
-                        let touches = (a < s.start && s.start < b) || (a < s.last() && s.last() < b);
+                        let touches =
+                            (a < s.start && s.start < b) || (a < s.last() && s.last() < b);
                         touches && !(s.whole() && a < s.start && s.last() < b)
                     })
                     .count();
@@ -166,10 +167,9 @@ impl Measurement {
                 }
                 let duration = match (prev.ns, r.ns, prev.secs, r.secs, prev.id, r.id) {
                     (Some(x), Some(y), ..) => Some((y - x) as f64 / 1e9),
-                    _ if r.clock == "cuda_event" => prev
-                        .id
-                        .zip(r.id)
-                        .and_then(|ids| elapsed.get(&ids).copied()),
+                    _ if r.clock == "cuda_event" => {
+                        prev.id.zip(r.id).and_then(|ids| elapsed.get(&ids).copied())
+                    }
                     (_, _, Some(x), Some(y), ..) => Some(y - x),
                     _ => None,
                 };
@@ -205,7 +205,9 @@ impl Measurement {
     pub fn windows(&self) -> Vec<&Interval> {
         self.intervals
             .iter()
-            .filter(|iv| iv.steps.len() == self.per && iv.partial == 0 && self.variant_of(iv).is_some())
+            .filter(|iv| {
+                iv.steps.len() == self.per && iv.partial == 0 && self.variant_of(iv).is_some()
+            })
             .collect()
     }
 

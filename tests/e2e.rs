@@ -79,7 +79,12 @@ fn explain(report: &Value) -> String {
         .unwrap()
         .iter()
         .filter(|v| v["status"] == "FAIL")
-        .map(|v| format!("FAIL {}: {} [{}]", v["id"], v["why"]["en"], v["measured"]["en"]))
+        .map(|v| {
+            format!(
+                "FAIL {}: {} [{}]",
+                v["id"], v["why"]["en"], v["measured"]["en"]
+            )
+        })
         .collect();
     lines.push(format!("run_failure: {}", report["run_failure"]));
     let tail = report["stderr_tail"].as_str().unwrap_or("");
@@ -226,7 +231,15 @@ fn starter_verbose_table_in_english_and_chinese() {
     let starter = root().join("exercises/04-checkpoint/exercise.py");
     for lang in ["en", "zh"] {
         let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-            .args(["exercise", "04-checkpoint", "--seed", "1", "--verbose", "--lang", lang])
+            .args([
+                "exercise",
+                "04-checkpoint",
+                "--seed",
+                "1",
+                "--verbose",
+                "--lang",
+                lang,
+            ])
             .env("GRADE_ROOT", root())
             .env("NO_COLOR", "1")
             .output()
@@ -345,9 +358,8 @@ fn unwrapping_the_checkpoint_counter_fails_everything_and_says_why() {
     let r = &checked()["unwrapped_counter"]["report"];
     assert_eq!(r["summary"]["passed"], 0);
     assert!(
-        why(r, "on_off_agree").contains(
-            "patched the grader's instruments (torch.utils.checkpoint.checkpoint)"
-        ),
+        why(r, "on_off_agree")
+            .contains("patched the grader's instruments (torch.utils.checkpoint.checkpoint)"),
         "{}",
         why(r, "on_off_agree")
     );
@@ -373,7 +385,11 @@ fn nan_measurements_fail_only_the_criteria_that_use_them() {
     got.sort();
     assert_eq!(
         got,
-        ["compare_median", "compare_reproducible", "compare_time_agrees"],
+        [
+            "compare_median",
+            "compare_reproducible",
+            "compare_time_agrees"
+        ],
         "{}",
         explain(&g.report)
     );

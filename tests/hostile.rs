@@ -37,7 +37,14 @@ fn grade(name: &str, extra: &[&str]) -> Graded {
     plant_canary();
     let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .args(["exercise", "04-checkpoint", "--format", "json", "--seed", "5"])
+        .args([
+            "exercise",
+            "04-checkpoint",
+            "--format",
+            "json",
+            "--seed",
+            "5",
+        ])
         .arg("--submission")
         .arg(root().join(format!("tests/fixtures/hostile/{name}.py")))
         .args(extra)
@@ -61,7 +68,10 @@ fn grade(name: &str, extra: &[&str]) -> Graded {
     for v in g.report["verdicts"].as_array().unwrap() {
         if v["status"] != "SKIP" && v["id"] != "instruments_intact" {
             assert_eq!(v["status"], "FAIL", "{name}: {} must fail", v["id"]);
-            assert!(!v["why"]["en"].as_str().unwrap().is_empty(), "{name}: a reason");
+            assert!(
+                !v["why"]["en"].as_str().unwrap().is_empty(),
+                "{name}: a reason"
+            );
         }
     }
     assert_eq!(
@@ -91,7 +101,11 @@ fn stderr(g: &Graded) -> String {
 fn busy_threads_are_killed_at_the_timeout() {
     let _shared = EXCLUSIVE.read().unwrap();
     let g = grade("busy_threads", &["--timeout", "6"]);
-    assert!(reason(&g).contains("ran past its 6 s limit"), "{}", reason(&g));
+    assert!(
+        reason(&g).contains("ran past its 6 s limit"),
+        "{}",
+        reason(&g)
+    );
     assert!(g.took < Duration::from_secs(40));
 }
 
@@ -111,7 +125,11 @@ fn a_fork_bomb_is_contained() {
 fn a_gigabyte_of_output_is_capped() {
     let _shared = EXCLUSIVE.read().unwrap();
     let g = grade("gigabyte_output", &[]);
-    assert!(reason(&g).contains("gigabyte_output: no answer"), "{}", reason(&g));
+    assert!(
+        reason(&g).contains("gigabyte_output: no answer"),
+        "{}",
+        reason(&g)
+    );
     assert!(stderr(&g).len() < 64 * 1024, "only the tail is kept");
 }
 
@@ -121,7 +139,10 @@ fn a_ten_gigabyte_file_stops_at_the_file_size_limit() {
     let g = grade("ten_gigabyte_file", &[]);
     // Python ignores SIGXFSZ, so the write past RLIMIT_FSIZE raises EFBIG instead of killing it
     let why = reason(&g);
-    assert!(why.contains("File too large") || why.contains("SIGXFSZ"), "{why}");
+    assert!(
+        why.contains("File too large") || why.contains("SIGXFSZ"),
+        "{why}"
+    );
 }
 
 #[test]
@@ -154,7 +175,11 @@ fn patching_torch_and_the_driver_is_caught() {
 fn the_solution_and_other_submissions_cannot_be_read() {
     let _shared = EXCLUSIVE.read().unwrap();
     let g = grade("read_solution", &[]);
-    assert!(reason(&g).contains("could not read the solution"), "{}", reason(&g));
+    assert!(
+        reason(&g).contains("could not read the solution"),
+        "{}",
+        reason(&g)
+    );
     assert!(stderr(&g).contains("Permission denied"), "{}", stderr(&g));
 }
 
@@ -165,7 +190,11 @@ fn files_outside_the_temp_dir_cannot_be_deleted() {
     let before = std::fs::read(&rubric).unwrap();
     let g = grade("delete_outside", &[]);
     assert!(stderr(&g).contains("PermissionError"), "{}", stderr(&g));
-    assert_eq!(std::fs::read(&rubric).unwrap(), before, "the rubric is untouched");
+    assert_eq!(
+        std::fs::read(&rubric).unwrap(),
+        before,
+        "the rubric is untouched"
+    );
 }
 
 #[test]
@@ -184,7 +213,11 @@ fn no_network() {
 fn running(pattern: &str) -> bool {
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         std::fs::read(e.path().join("cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(pattern))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(pattern)
+            })
             .unwrap_or(false)
     })
 }

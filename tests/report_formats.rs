@@ -38,9 +38,12 @@ fn report() -> Report {
         run_s: 4.2,
         run_failure: None,
         stderr_tail: Some("Traceback …\nValueError: nope".into()),
-        failed_probes: [("compare".to_string(), "ValueError: boom (submission.py:3 in compare)".to_string())]
-            .into_iter()
-            .collect(),
+        failed_probes: [(
+            "compare".to_string(),
+            "ValueError: boom (submission.py:3 in compare)".to_string(),
+        )]
+        .into_iter()
+        .collect(),
         sandbox_gaps: vec![Text::new("没有 Landlock", "no Landlock here")],
     }
 }
@@ -75,9 +78,19 @@ fn brief_table_in_both_languages_explains_failures_only() {
     ] {
         assert!(en.contains(want), "missing {want:?} in\n{en}");
     }
-    assert!(!en.contains("because ok"), "reasons under failures only:\n{en}");
-    assert!(!en.contains("because probe"), "a blocked criterion points at its probe:\n{en}");
-    assert_eq!(en.matches("boom").count(), 1, "the probe's error is said once:\n{en}");
+    assert!(
+        !en.contains("because ok"),
+        "reasons under failures only:\n{en}"
+    );
+    assert!(
+        !en.contains("because probe"),
+        "a blocked criterion points at its probe:\n{en}"
+    );
+    assert_eq!(
+        en.matches("boom").count(),
+        1,
+        "the probe's error is said once:\n{en}"
+    );
     let zh = exporter(Format::Table, false).render(&r, Lang::Zh);
     for want in [
         "✔ 通过   标题 a_passes",
@@ -91,18 +104,30 @@ fn brief_table_in_both_languages_explains_failures_only() {
     ] {
         assert!(zh.contains(want), "missing {want:?} in\n{zh}");
     }
-    assert!(!zh.contains("bound") && !zh.contains("why:"), "every label in Chinese:\n{zh}");
+    assert!(
+        !zh.contains("bound") && !zh.contains("why:"),
+        "every label in Chinese:\n{zh}"
+    );
 }
 
 #[test]
 fn verbose_table_shows_every_reason() {
     let r = report();
     let en = exporter_with(Format::Table, false, true).render(&r, Lang::En);
-    for want in ["criterion", "✔ PASS", "because ok", "because bad", "checkpointing during inference"] {
+    for want in [
+        "criterion",
+        "✔ PASS",
+        "because ok",
+        "because bad",
+        "checkpointing during inference",
+    ] {
         assert!(en.contains(want), "missing {want:?} in\n{en}");
     }
     let zh = exporter_with(Format::Table, false, true).render(&r, Lang::Zh);
-    assert!(zh.contains("准则") && zh.contains("原因 ok") && zh.contains("≤ 0.5（界限）"), "{zh}");
+    assert!(
+        zh.contains("准则") && zh.contains("原因 ok") && zh.contains("≤ 0.5（界限）"),
+        "{zh}"
+    );
 }
 
 #[test]
@@ -126,7 +151,10 @@ fn json_and_yaml_carry_the_whole_report() {
     for doc in [&json, &yaml] {
         assert_eq!(doc["summary"]["failed"], 2);
         assert_eq!(doc["verdicts"][3]["blocked_by"], "compare");
-        assert_eq!(doc["verdicts"][1]["measured"]["en"], "0.1168 (1,323,524 / 11,334,148)");
+        assert_eq!(
+            doc["verdicts"][1]["measured"]["en"],
+            "0.1168 (1,323,524 / 11,334,148)"
+        );
         assert_eq!(doc["verdicts"][1]["status"], "FAIL");
         assert_eq!(doc["verdicts"][1]["why"]["en"], "because bad");
         assert_eq!(doc["verdicts"][1]["why"]["zh"], "原因 bad");

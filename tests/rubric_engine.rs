@@ -251,8 +251,11 @@ impl T {
                 .with("id", id)
                 .with("inputs", json!({"idx": idx, "targets": targets})),
         );
-        self.events
-            .push(Event::new("fwd_end").with("id", id).with("variant", variant));
+        self.events.push(
+            Event::new("fwd_end")
+                .with("id", id)
+                .with("variant", variant),
+        );
         self.now += cost;
         self.events.push(Event::new("step_done").with("id", id));
         self
@@ -269,8 +272,11 @@ impl T {
                 .with("id", id)
                 .with("inputs", json!({"idx": "batch", "targets": "batch"})),
         );
-        self.events
-            .push(Event::new("fwd_end").with("id", id).with("variant", variant));
+        self.events.push(
+            Event::new("fwd_end")
+                .with("id", id)
+                .with("variant", variant),
+        );
         self
     }
     fn sync(&mut self) -> &mut Self {
@@ -278,8 +284,11 @@ impl T {
         self
     }
     fn read(&mut self) -> &mut Self {
-        self.events
-            .push(Event::new("timer").with("clock", "perf_counter").with("v", self.now));
+        self.events.push(
+            Event::new("timer")
+                .with("clock", "perf_counter")
+                .with("v", self.now),
+        );
         self
     }
     fn read_ns(&mut self) -> &mut Self {
@@ -324,7 +333,12 @@ fn trace_evidence(runs: &[(&str, &T)], reported: &[(&str, f64)]) -> Evidence {
     e
 }
 
-fn predicate_on(p: &str, extra: &str, runs: &[(&str, &T)], reported: &[(&str, f64)]) -> checks::Outcome {
+fn predicate_on(
+    p: &str,
+    extra: &str,
+    runs: &[(&str, &T)],
+    reported: &[(&str, f64)],
+) -> checks::Outcome {
     let names: Vec<&str> = runs.iter().map(|(n, _)| *n).collect();
     run(
         &format!(
@@ -336,7 +350,12 @@ fn predicate_on(p: &str, extra: &str, runs: &[(&str, &T)], reported: &[(&str, f6
 }
 
 fn predicate(p: &str, t: &T) -> checks::Outcome {
-    predicate_on(p, ", min: 2", &[("compare.run1", t)], &[("off", 0.011), ("on", 0.021)])
+    predicate_on(
+        p,
+        ", min: 2",
+        &[("compare.run1", t)],
+        &[("off", 0.011), ("on", 0.021)],
+    )
 }
 
 const PREDICATES: [&str; 5] = ["same_inputs", "warmup", "synced", "repeats", "median"];
@@ -367,7 +386,11 @@ fn an_extra_clock_read_shifts_nothing() {
     let mut t = T::default();
     t.read(); // a log line at the start of compare()
     for (v, costs) in [("off", OFF), ("on", ON)] {
-        t.step(v, 0.5).step(v, 0.5).timed(v, &costs).read().forward_only(v);
+        t.step(v, 0.5)
+            .step(v, 0.5)
+            .timed(v, &costs)
+            .read()
+            .forward_only(v);
     }
     for p in PREDICATES {
         let out = predicate(p, &t);
@@ -422,14 +445,13 @@ fn a_window_of_two_steps_is_not_a_repeat_of_one() {
     let out = predicate("repeats", &t);
     assert!(!out.pass);
     assert_eq!(out.measured.en, "off: 0, on: 0");
-    assert!(out.why.en.contains("one timed window held 2 steps"), "{}", out.why.en);
-    // where the contract says two steps per repeat, the same trace is right
-    let per2 = predicate_on(
-        "repeats",
-        ", min: 5, per: 2",
-        &[("compare.run1", &t)],
-        &[],
+    assert!(
+        out.why.en.contains("one timed window held 2 steps"),
+        "{}",
+        out.why.en
     );
+    // where the contract says two steps per repeat, the same trace is right
+    let per2 = predicate_on("repeats", ", min: 5, per: 2", &[("compare.run1", &t)], &[]);
     assert!(per2.pass, "{}", per2.why.en);
     // and warm-up/sync are still judged on the block timings
     assert!(predicate("warmup", &t).pass);
@@ -460,13 +482,25 @@ fn the_reported_number_must_be_the_median_of_the_windows() {
 fn an_even_count_accepts_any_value_between_the_middle_windows() {
     let mut t = T::default();
     for v in ["off", "on"] {
-        t.step(v, 0.5).step(v, 0.5).timed(v, &[0.010, 0.012, 0.020, 0.030]);
+        t.step(v, 0.5)
+            .step(v, 0.5)
+            .timed(v, &[0.010, 0.012, 0.020, 0.030]);
     }
     for x in [0.012, 0.016, 0.020] {
-        let out = predicate_on("median", "", &[("compare.run1", &t)], &[("off", x), ("on", x)]);
+        let out = predicate_on(
+            "median",
+            "",
+            &[("compare.run1", &t)],
+            &[("off", x), ("on", x)],
+        );
         assert!(out.pass, "{x}: {}", out.why.en);
     }
-    let out = predicate_on("median", "", &[("compare.run1", &t)], &[("off", 0.021), ("on", 0.016)]);
+    let out = predicate_on(
+        "median",
+        "",
+        &[("compare.run1", &t)],
+        &[("off", 0.021), ("on", 0.016)],
+    );
     assert!(!out.pass);
 }
 
@@ -474,7 +508,8 @@ fn an_even_count_accepts_any_value_between_the_middle_windows() {
 fn other_targets_are_caught_not_only_other_idx() {
     let mut t = T::default();
     t.step("off", 0.5).step("off", 0.5).timed("off", &OFF);
-    t.step_on("on", 0.5, "batch", "other").step_on("on", 0.5, "batch", "other");
+    t.step_on("on", 0.5, "batch", "other")
+        .step_on("on", 0.5, "batch", "other");
     let out = predicate("same_inputs", &t);
     assert!(!out.pass);
     assert_eq!(out.measured.en, "7/9 forwards on the batch");
@@ -485,16 +520,27 @@ fn other_targets_are_caught_not_only_other_idx() {
 fn a_missing_sync_before_either_read_is_caught() {
     let mut t = good();
     // drop the sync() before the closing read of the first timed off step
-    let pos = t.events.iter().position(|e| e.e == "step_done" && e.fields["id"] == 2).unwrap();
+    let pos = t
+        .events
+        .iter()
+        .position(|e| e.e == "step_done" && e.fields["id"] == 2)
+        .unwrap();
     t.events.remove(pos + 1);
     let out = predicate("synced", &t);
     assert!(!out.pass);
     assert_eq!(out.measured.en, "9/10 timed windows synced");
-    assert!(out.why.en.contains("0 opening, 1 closing"), "{}", out.why.en);
+    assert!(
+        out.why.en.contains("0 opening, 1 closing"),
+        "{}",
+        out.why.en
+    );
     // no sync at all: every window is flagged, and the other predicates still read the timing
     let mut t = good();
     t.events.retain(|e| e.e != "sync");
-    assert_eq!(predicate("synced", &t).measured.en, "0/10 timed windows synced");
+    assert_eq!(
+        predicate("synced", &t).measured.en,
+        "0/10 timed windows synced"
+    );
     assert!(predicate("repeats", &t).pass);
     assert!(predicate("warmup", &t).pass);
 }
@@ -511,7 +557,11 @@ fn every_run_is_judged_and_named() {
             &[("off", 0.011), ("on", 0.021)],
         );
         assert!(!out.pass, "{p}");
-        assert!(out.why.en.starts_with("run2: no whole training step"), "{p}: {}", out.why.en);
+        assert!(
+            out.why.en.starts_with("run2: no whole training step"),
+            "{p}: {}",
+            out.why.en
+        );
     }
 }
 
@@ -539,10 +589,23 @@ fn cuda_event_windows_use_elapsed_time_and_need_no_host_sync() {
     for (v, costs) in [("off", OFF), ("on", ON)] {
         t.step(v, 0.5).step(v, 0.5);
         for c in costs {
-            t.events.push(Event::new("timer").with("clock", "cuda_event").with("id", id));
+            t.events.push(
+                Event::new("timer")
+                    .with("clock", "cuda_event")
+                    .with("id", id),
+            );
             t.step(v, c);
-            t.events.push(Event::new("timer").with("clock", "cuda_event").with("id", id + 1));
-            t.events.push(Event::new("elapsed").with("a", id).with("b", id + 1).with("v", c));
+            t.events.push(
+                Event::new("timer")
+                    .with("clock", "cuda_event")
+                    .with("id", id + 1),
+            );
+            t.events.push(
+                Event::new("elapsed")
+                    .with("a", id)
+                    .with("b", id + 1)
+                    .with("v", c),
+            );
             id += 2;
         }
     }
@@ -566,7 +629,10 @@ fn each_holds_a_field_of_every_selected_event() {
     let mut e = Evidence::default();
     e.obs.traces.insert(
         "forwards.numerics".into(),
-        vec![forward("numerics", true, true, 4), forward("numerics", false, true, 0)],
+        vec![
+            forward("numerics", true, true, 4),
+            forward("numerics", false, true, 0),
+        ],
     );
     e.obs.traces.insert(
         "forwards.no_input_grad".into(),
@@ -581,7 +647,11 @@ fn each_holds_a_field_of_every_selected_event() {
     assert!(!out.pass);
     assert_eq!(out.measured.en, "2 events: ckpt ∈ {0, 4}");
     assert_eq!(out.bound.en, "each: ckpt = 4");
-    assert!(out.why.en.contains("1× 0 in forwards.no_input_grad"), "{}", out.why.en);
+    assert!(
+        out.why.en.contains("1× 0 in forwards.no_input_grad"),
+        "{}",
+        out.why.en
+    );
     let inference = "{trace: {stream: [forwards.numerics, forwards.inference], each: ckpt, where: {grad: false}, equals: 0}}";
     assert!(run(inference, &e).pass);
     // nothing selected is a failure, not a vacuous pass
@@ -596,7 +666,8 @@ fn count_compares_with_model_references() {
         .traces
         .insert("s".into(), (0..8).map(|_| Event::new("ckpt")).collect());
     let ex = exercise();
-    let spec: TraceSpec = serde_yaml::from_str("{stream: s, count: ckpt, equals: $model.n_blocks}").unwrap();
+    let spec: TraceSpec =
+        serde_yaml::from_str("{stream: s, count: ckpt, equals: $model.n_blocks}").unwrap();
     let out = evaluate(
         &Check::Trace(spec),
         &Env {

@@ -36,7 +36,12 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn new(pass: bool, measured: impl Into<Text>, bound: impl Into<Text>, why: Text) -> Outcome {
+    pub fn new(
+        pass: bool,
+        measured: impl Into<Text>,
+        bound: impl Into<Text>,
+        why: Text,
+    ) -> Outcome {
         Outcome {
             pass,
             measured: measured.into(),

@@ -34,14 +34,21 @@ pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
             if q.max_rel_diff == 0.0 {
                 text!(format!("{}：相等", name(q)), format!("{}: equal", name(q)))
             } else {
-                Text::same(format!("{}: ±{}%", name(q), fmt_num(q.max_rel_diff * 100.0)))
+                Text::same(format!(
+                    "{}: ±{}%",
+                    name(q),
+                    fmt_num(q.max_rel_diff * 100.0)
+                ))
             }
         })
         .fold(Text::default(), |acc, t| {
             if acc.en.is_empty() {
                 t
             } else {
-                text!(format!("{}；{}", acc.zh, t.zh), format!("{}; {}", acc.en, t.en))
+                text!(
+                    format!("{}；{}", acc.zh, t.zh),
+                    format!("{}; {}", acc.en, t.en)
+                )
             }
         });
     let mut measured = Vec::new();

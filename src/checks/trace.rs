@@ -84,8 +84,16 @@ fn combine(outs: Vec<(&str, Outcome)>, bound: Text) -> Outcome {
     };
     let join = |parts: Vec<Text>| {
         Text::new(
-            parts.iter().map(|t| t.zh.as_str()).collect::<Vec<_>>().join("；"),
-            parts.iter().map(|t| t.en.as_str()).collect::<Vec<_>>().join("; "),
+            parts
+                .iter()
+                .map(|t| t.zh.as_str())
+                .collect::<Vec<_>>()
+                .join("；"),
+            parts
+                .iter()
+                .map(|t| t.en.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
         )
     };
     let pass = outs.iter().all(|(_, o)| o.pass);
@@ -136,7 +144,13 @@ fn where_text(spec: &TraceSpec) -> String {
         .unwrap_or_default()
 }
 
-fn count(spec: &TraceSpec, kind: &str, streams: &[(&str, &[Event])], env: &Env, bound: Text) -> Outcome {
+fn count(
+    spec: &TraceSpec,
+    kind: &str,
+    streams: &[(&str, &[Event])],
+    env: &Env,
+    bound: Text,
+) -> Outcome {
     let n = streams
         .iter()
         .flat_map(|(_, ev)| ev.iter())
@@ -146,7 +160,11 @@ fn count(spec: &TraceSpec, kind: &str, streams: &[(&str, &[Event])], env: &Env, 
         Some(v) => (Some(v), Some(v)),
         None => (env.resolve(&spec.min), env.resolve(&spec.max)),
     };
-    let names = streams.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+    let names = streams
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ");
     let pass = within(n, min, max);
     let why = if pass {
         text!(
@@ -155,7 +173,11 @@ fn count(spec: &TraceSpec, kind: &str, streams: &[(&str, &[Event])], env: &Env, 
         )
     } else {
         text!(
-            format!("{names}：{kind} 事件 {} 次，应为 {}", fmt_num(n), fmt_bounds(min, max)),
+            format!(
+                "{names}：{kind} 事件 {} 次，应为 {}",
+                fmt_num(n),
+                fmt_bounds(min, max)
+            ),
             format!(
                 "{names}: {} `{kind}` events, expected {}",
                 fmt_num(n),
@@ -167,7 +189,13 @@ fn count(spec: &TraceSpec, kind: &str, streams: &[(&str, &[Event])], env: &Env, 
 }
 
 /// Every selected event's numeric `field` within bounds (e.g. checkpoint calls per forward).
-fn each(spec: &TraceSpec, field: &str, streams: &[(&str, &[Event])], env: &Env, bound: Text) -> Outcome {
+fn each(
+    spec: &TraceSpec,
+    field: &str,
+    streams: &[(&str, &[Event])],
+    env: &Env,
+    bound: Text,
+) -> Outcome {
     let (min, max) = match env.resolve(&spec.equals) {
         Some(v) => (Some(v), Some(v)),
         None => (env.resolve(&spec.min), env.resolve(&spec.max)),
@@ -178,12 +206,19 @@ fn each(spec: &TraceSpec, field: &str, streams: &[(&str, &[Event])], env: &Env, 
     for (name, events) in streams {
         for e in events.iter().filter(|e| matches(spec, e)) {
             total += 1;
-            let v = e.fields.get(field).and_then(Value::as_f64).unwrap_or(f64::NAN);
+            let v = e
+                .fields
+                .get(field)
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::NAN);
             if !values.iter().any(|x| x.total_cmp(&v).is_eq()) {
                 values.push(v);
             }
             if !within(v, min, max) {
-                match bad.iter_mut().find(|(s, x, _)| s == name && x.total_cmp(&v).is_eq()) {
+                match bad
+                    .iter_mut()
+                    .find(|(s, x, _)| s == name && x.total_cmp(&v).is_eq())
+                {
                     Some(entry) => entry.2 += 1,
                     None => bad.push((name.to_string(), v, 1)),
                 }
@@ -201,7 +236,11 @@ fn each(spec: &TraceSpec, field: &str, streams: &[(&str, &[Event])], env: &Env, 
         );
     }
     values.sort_by(|a, b| a.total_cmp(b));
-    let shown = values.iter().map(|v| fmt_num(*v)).collect::<Vec<_>>().join(", ");
+    let shown = values
+        .iter()
+        .map(|v| fmt_num(*v))
+        .collect::<Vec<_>>()
+        .join(", ");
     let measured = text!(
         format!("{total} 次：{field} ∈ {{{shown}}}"),
         format!("{total} events: {field} ∈ {{{shown}}}")
@@ -212,8 +251,14 @@ fn each(spec: &TraceSpec, field: &str, streams: &[(&str, &[Event])], env: &Env, 
             measured,
             bound,
             text!(
-                format!("全部 {total} 次（{filter}）的 {field} 都满足 {}", fmt_bounds(min, max)),
-                format!("all {total} events ({filter}) have {field} {}", fmt_bounds(min, max))
+                format!(
+                    "全部 {total} 次（{filter}）的 {field} 都满足 {}",
+                    fmt_bounds(min, max)
+                ),
+                format!(
+                    "all {total} events ({filter}) have {field} {}",
+                    fmt_bounds(min, max)
+                )
             ),
         );
     }
@@ -232,13 +277,25 @@ fn each(spec: &TraceSpec, field: &str, streams: &[(&str, &[Event])], env: &Env, 
         measured,
         bound,
         text!(
-            format!("{field} 应为 {}（{filter}），实际：{list_zh}", fmt_bounds(min, max)),
-            format!("{field} must be {} ({filter}); observed {list_en}", fmt_bounds(min, max))
+            format!(
+                "{field} 应为 {}（{filter}），实际：{list_zh}",
+                fmt_bounds(min, max)
+            ),
+            format!(
+                "{field} must be {} ({filter}); observed {list_en}",
+                fmt_bounds(min, max)
+            )
         ),
     )
 }
 
-fn predicate(p: TracePredicate, spec: &TraceSpec, stream: &str, events: &[Event], env: &Env) -> Outcome {
+fn predicate(
+    p: TracePredicate,
+    spec: &TraceSpec,
+    stream: &str,
+    events: &[Event],
+    env: &Env,
+) -> Outcome {
     let per = env.resolve(&spec.per).unwrap_or(1.0).max(1.0) as usize;
     let m = Measurement::read(events, per);
     if !m.steps.iter().any(|s| s.whole()) {
@@ -321,7 +378,10 @@ fn same_inputs(m: &Measurement) -> Outcome {
 }
 
 fn warmup(m: &Measurement, variants: &[String], need: f64) -> Outcome {
-    let timed: Vec<&String> = variants.iter().filter(|v| !m.timed_of(v).is_empty()).collect();
+    let timed: Vec<&String> = variants
+        .iter()
+        .filter(|v| !m.timed_of(v).is_empty())
+        .collect();
     if timed.is_empty() {
         return no_timing();
     }
@@ -343,7 +403,10 @@ fn warmup(m: &Measurement, variants: &[String], need: f64) -> Outcome {
             true,
             measured,
             "",
-            text!("每种方案计时前都先预热", "each variant warmed up before it was timed"),
+            text!(
+                "每种方案计时前都先预热",
+                "each variant warmed up before it was timed"
+            ),
         );
     }
     let cold = cold.join(", ");
@@ -388,7 +451,10 @@ fn synced(m: &Measurement, variants: &[String]) -> Outcome {
             true,
             measured,
             "",
-            text!("每次读时钟前都同步了设备", "the device was synced before every clock read"),
+            text!(
+                "每次读时钟前都同步了设备",
+                "the device was synced before every clock read"
+            ),
         );
     }
     Outcome::new(
@@ -403,7 +469,10 @@ fn synced(m: &Measurement, variants: &[String]) -> Outcome {
 }
 
 fn repeats(m: &Measurement, variants: &[String], need: f64, per: usize) -> Outcome {
-    let counts: Vec<(&String, usize)> = variants.iter().map(|v| (v, m.windows_of(v).len())).collect();
+    let counts: Vec<(&String, usize)> = variants
+        .iter()
+        .map(|v| (v, m.windows_of(v).len()))
+        .collect();
     let measured = Text::same(
         counts
             .iter()
@@ -421,13 +490,21 @@ fn repeats(m: &Measurement, variants: &[String], need: f64, per: usize) -> Outco
             true,
             measured,
             "",
-            text!("重复计时足够，可取中位数", "enough timed repeats to take a median"),
+            text!(
+                "重复计时足够，可取中位数",
+                "enough timed repeats to take a median"
+            ),
         );
     }
     let short = short.join(", ");
     let need = fmt_num(need);
     // what the timing looked like instead: one block of many steps, or none at all
-    let blocks: Vec<usize> = m.intervals.iter().map(|iv| iv.steps.len()).filter(|&n| n != per).collect();
+    let blocks: Vec<usize> = m
+        .intervals
+        .iter()
+        .map(|iv| iv.steps.len())
+        .filter(|&n| n != per)
+        .collect();
     let (hint_zh, hint_en) = match blocks.iter().max() {
         Some(&n) if n > per => (
             format!("；有一个计时窗口包含 {n} 步：应每 {per} 步单独计时"),
@@ -446,7 +523,13 @@ fn repeats(m: &Measurement, variants: &[String], need: f64, per: usize) -> Outco
     )
 }
 
-fn median(m: &Measurement, variants: &[String], spec: &TraceSpec, stream: &str, env: &Env) -> Outcome {
+fn median(
+    m: &Measurement,
+    variants: &[String],
+    spec: &TraceSpec,
+    stream: &str,
+    env: &Env,
+) -> Outcome {
     let report = spec.report.as_deref().unwrap_or("step_s");
     let mut measured = Vec::new();
     let mut bad_zh = Vec::new();
@@ -457,12 +540,22 @@ fn median(m: &Measurement, variants: &[String], spec: &TraceSpec, stream: &str, 
             Ok(x) => x,
             Err(why) => return Outcome::missing(why, ""),
         };
-        let durations: Vec<f64> = m.windows_of(v).iter().filter_map(|iv| iv.duration).collect();
+        let durations: Vec<f64> = m
+            .windows_of(v)
+            .iter()
+            .filter_map(|iv| iv.duration)
+            .collect();
         let n = durations.len();
         let Some((lo, hi)) = median_range(&durations) else {
             measured.push(format!("{v}: {} / —", fmt_num(reported)));
-            bad_zh.push(format!("{v} 没有可用的计时窗口，无法核对报告的 {}", fmt_num(reported)));
-            bad_en.push(format!("{v} has no timed window to check the reported {} against", fmt_num(reported)));
+            bad_zh.push(format!(
+                "{v} 没有可用的计时窗口，无法核对报告的 {}",
+                fmt_num(reported)
+            ));
+            bad_en.push(format!(
+                "{v} has no timed window to check the reported {} against",
+                fmt_num(reported)
+            ));
             continue;
         };
         let med = (lo + hi) / 2.0;

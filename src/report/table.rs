@@ -93,7 +93,11 @@ impl TableExporter {
             if let Some(c) = &v.catches {
                 out.push_str(&format!(
                     "{indent}{}{}\n",
-                    if zh { "常见错误：" } else { "common mistake: " },
+                    if zh {
+                        "常见错误："
+                    } else {
+                        "common mistake: "
+                    },
                     c.get(lang)
                 ));
             }
@@ -164,7 +168,11 @@ impl TableExporter {
         }
         let mut out = String::new();
         for (error, probes, blocked) in groups {
-            let names = probes.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+            let names = probes
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
             out.push_str(&if zh {
                 format!("探针 {names} 失败：{error}\n")
             } else if probes.len() > 1 {
@@ -199,7 +207,9 @@ impl TableExporter {
         }
         if let Some(tail) = &r.stderr_tail {
             let lines: Vec<&str> = tail.lines().collect();
-            let start = lines.len().saturating_sub(if self.verbose { 15 } else { 6 });
+            let start = lines
+                .len()
+                .saturating_sub(if self.verbose { 15 } else { 6 });
             out.push_str(if zh {
                 "提交程序 stderr 的最后几行：\n"
             } else {

@@ -95,7 +95,11 @@ impl PythonExecutor {
         self.prefixes.get_or_init(|| {
             let out = sandbox::quietly(|| {
                 Command::new(&self.python)
-                    .args(["-I", "-c", "import sys; print(sys.base_prefix); print(sys.prefix)"])
+                    .args([
+                        "-I",
+                        "-c",
+                        "import sys; print(sys.base_prefix); print(sys.prefix)",
+                    ])
                     .output()
             });
             let mut dirs: Vec<PathBuf> = out
@@ -210,12 +214,12 @@ impl Executor for PythonExecutor {
             cmd.env(k, v);
         }
         let compile_cache = compile_cache(req);
-        cmd.env("HOME", tmp)
-            .env("TMPDIR", tmp)
-            .env(
-                "TORCHINDUCTOR_CACHE_DIR",
-                compile_cache.clone().unwrap_or_else(|| tmp.join("inductor")),
-            );
+        cmd.env("HOME", tmp).env("TMPDIR", tmp).env(
+            "TORCHINDUCTOR_CACHE_DIR",
+            compile_cache
+                .clone()
+                .unwrap_or_else(|| tmp.join("inductor")),
+        );
         for (k, v) in std::env::vars() {
             if k.starts_with("CUDA_") || k.starts_with("NVIDIA_") {
                 cmd.env(k, v);
@@ -233,8 +237,7 @@ impl Executor for PythonExecutor {
         let nonce = random_nonce();
         // GRADE_SANDBOX=off: only to measure the sandbox's cost or to debug it (README "Security")
         let sandboxed = std::env::var("GRADE_SANDBOX").map_or(true, |v| v != "off");
-        let prepared =
-            sandboxed.then(|| self.policy(req, tmp, compile_cache.as_slice()).prepare());
+        let prepared = sandboxed.then(|| self.policy(req, tmp, compile_cache.as_slice()).prepare());
         let sandbox_gaps = match &prepared {
             Some(p) => p.enforced.gaps(),
             None => vec![text!(
@@ -273,8 +276,16 @@ impl Executor for PythonExecutor {
         let how = fin.describe();
         if let Some((b, n)) = fin.over_memory {
             let (mib, limit) = (b >> 20, ex.memory_mb.unwrap_or(0));
-            let procs_zh = if n > 1 { format!("（{n} 个进程：fork 炸弹？）") } else { String::new() };
-            let procs_en = if n > 1 { format!(" in {n} processes (a fork bomb?)") } else { String::new() };
+            let procs_zh = if n > 1 {
+                format!("（{n} 个进程：fork 炸弹？）")
+            } else {
+                String::new()
+            };
+            let procs_en = if n > 1 {
+                format!(" in {n} processes (a fork bomb?)")
+            } else {
+                String::new()
+            };
             result.failure = Some(text!(
                 format!("提交的程序占用内存 {mib} MiB{procs_zh}，超过 {limit} MiB 的上限，已被终止"),
                 format!("the submission used {mib} MiB of memory{procs_en}, over its {limit} MiB limit, and was killed")

@@ -68,7 +68,10 @@ impl Finished {
             );
         }
         if let Some((b, n)) = self.over_memory {
-            return format!("killed at {} MiB resident in {n} processes: over the memory limit", b >> 20);
+            return format!(
+                "killed at {} MiB resident in {n} processes: over the memory limit",
+                b >> 20
+            );
         }
         match self.status {
             Some(s) if s.code().is_some() => format!("exit status {}", s.code().unwrap()),
@@ -76,7 +79,9 @@ impl Finished {
                 Some(9) => "killed by signal 9 (SIGKILL: out of memory or over a limit?)".into(),
                 Some(6) => "killed by signal 6 (SIGABRT: abort())".into(),
                 Some(11) => "killed by signal 11 (SIGSEGV: a segmentation fault)".into(),
-                Some(25) => "killed by signal 25 (SIGXFSZ: wrote a file past the 1 GiB limit)".into(),
+                Some(25) => {
+                    "killed by signal 25 (SIGXFSZ: wrote a file past the 1 GiB limit)".into()
+                }
                 Some(sig) => format!("killed by signal {sig}"),
                 None => "ended".into(),
             },

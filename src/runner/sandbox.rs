@@ -7,8 +7,8 @@
 use crate::i18n::Text;
 use crate::text;
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, Scope, ABI,
 };
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,13 @@ const SYSTEM_READ: [&str; 9] = [
     "/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/opt",
 ];
 /// Device files a run may read and write (CUDA's are added when present).
-const DEVICES_RW: [&str; 5] = ["/dev/null", "/dev/zero", "/dev/random", "/dev/urandom", "/dev/shm"];
+const DEVICES_RW: [&str; 5] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/shm",
+];
 
 /// What one run may touch.
 #[derive(Clone, Debug, Default)]
@@ -108,7 +114,12 @@ fn tasks_of(uid: u32) -> u64 {
     };
     let mut n = 0;
     for entry in dir.flatten() {
-        if !entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
             continue;
         }
         let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {

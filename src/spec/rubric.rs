@@ -468,9 +468,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                     None => Err("expect: median needs report: (the metric, e.g. `step_s`)".into()),
                 },
                 (None, None, Some(_)) => operand(&t.min, "min").map(|_| ()),
-                _ => Err(
-                    "a trace check needs exactly one of `count:`, `each:` or `expect:`".into(),
-                ),
+                _ => {
+                    Err("a trace check needs exactly one of `count:`, `each:` or `expect:`".into())
+                }
             }
         }
         Check::Ledger(l) => {
@@ -480,7 +480,11 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             if l.entries.is_empty() {
                 return Err("entries: list at least one".into());
             }
-            match l.entries.iter().find(|e| !crate::checks::ledger::ENTRIES.contains(&e.as_str())) {
+            match l
+                .entries
+                .iter()
+                .find(|e| !crate::checks::ledger::ENTRIES.contains(&e.as_str()))
+            {
                 Some(e) => Err(format!(
                     "entries: unknown `{e}`; allowed: {}",
                     crate::checks::ledger::ENTRIES.join(", ")
