@@ -3,10 +3,12 @@
 //! tests/fixtures/04-checkpoint/expected.yaml (the expectations live there, applied by the
 //! command); its verdict tables are insta snapshots (ids and verdicts only: measured numbers vary
 //! from run to run and seed to seed). Hostile submissions are graded with `grade exercise`.
+mod support;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::verdict_table;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -53,23 +55,6 @@ fn failing(report: &Value) -> Vec<String> {
         .filter(|v| v["status"] == "FAIL")
         .map(|v| v["id"].as_str().unwrap().to_string())
         .collect()
-}
-
-/// `id  STATUS` per line: the stable part of a verdict table.
-fn verdict_table(report: &Value) -> String {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            format!(
-                "{:<28} {}",
-                v["id"].as_str().unwrap(),
-                v["status"].as_str().unwrap()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The part of a report that explains a surprise: failures, their reasons, the run's failure.

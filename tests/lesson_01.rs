@@ -2,6 +2,7 @@
 //! kinds, pure Rust, exact and fast; (b) end to end, the real binary on the solution, the starter
 //! and every fixture of tests/fixtures/01-metrics/, each failing exactly what expected.yaml says,
 //! verdict tables snapshotted with insta.
+mod support;
 use grade::checks::stats::{median, percentile};
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Evidence, Observations};
@@ -12,6 +13,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::verdict_table;
 
 const ID: &str = "01-metrics";
 
@@ -394,22 +396,6 @@ fn grade_file(submission: &Path) -> (i32, Value) {
         )
     });
     (out.status.code().unwrap_or(-1), report)
-}
-
-fn verdict_table(report: &Value) -> String {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            format!(
-                "{:<28} {}",
-                v["id"].as_str().unwrap(),
-                v["status"].as_str().unwrap()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn explain(report: &Value) -> String {

@@ -2,6 +2,7 @@
 //! pure Rust, exact and fast; (b) end to end: the real binary on the solution, the starter and
 //! every fixture of `tests/fixtures/02-profiler/`, each failing exactly the criteria listed in its
 //! `expected.yaml`, verdict tables snapshotted with insta.
+mod support;
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
 use grade::runner::Device;
@@ -11,6 +12,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
+use support::verdict_table;
 
 const ID: &str = "02-profiler";
 
@@ -427,22 +429,6 @@ fn grade_file(submission: &PathBuf) -> (i32, Value) {
         )
     });
     (out.status.code().unwrap_or(-1), report)
-}
-
-fn verdict_table(report: &Value) -> String {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            format!(
-                "{:<28} {}",
-                v["id"].as_str().unwrap(),
-                v["status"].as_str().unwrap()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn explain(report: &Value) -> String {

@@ -2,6 +2,7 @@
 //! observations (pure Rust, exact, fast), and one end-to-end test that grades the solution, the
 //! starter and every fixture with the real binary (each must fail exactly the criteria of
 //! tests/fixtures/03-memory/expected.yaml; verdict tables are insta snapshots).
+mod support;
 use grade::checks::growth::{degree, law_name};
 use grade::checks::ledger::{activation_bytes, optimizer_state_bytes, param_bytes};
 use grade::checks::{self, Env, Status, Verdict};
@@ -12,6 +13,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
+use support::verdict_table;
 
 const ID: &str = "03-memory";
 
@@ -374,22 +376,6 @@ fn rubric_rejects_a_bad_ledger_spec() {
 }
 
 // ------------------------------------------------------------------------------- end to end
-
-fn verdict_table(report: &Value) -> String {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            format!(
-                "{:<28} {}",
-                v["id"].as_str().unwrap(),
-                v["status"].as_str().unwrap()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 fn explain(report: &Value) -> String {
     let mut lines: Vec<String> = report["verdicts"]

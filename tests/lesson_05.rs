@@ -4,6 +4,7 @@
 //! failing exactly what expected.yaml says, verdict tables snapshotted with insta. The end-to-end runs really compile
 //! TinyGPT: they share the persistent inductor cache (`.cache/inductor`), so only the first run on
 //! a machine pays a cold compile.
+mod support;
 use grade::checks::break_even::break_even;
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
@@ -14,6 +15,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
+use support::verdict_table;
 
 const ID: &str = "05-compile";
 /// Criteria that compare tensors: recorded observations carry no tensors, so these are judged end
@@ -314,22 +316,6 @@ fn a_recompile_storm_fails_with_the_count() {
 }
 
 // ------------------------------------------------------------------------ end to end
-
-fn verdict_table(report: &Value) -> String {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            format!(
-                "{:<28} {}",
-                v["id"].as_str().unwrap(),
-                v["status"].as_str().unwrap()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 fn explain(report: &Value) -> String {
     let mut lines: Vec<String> = report["verdicts"]

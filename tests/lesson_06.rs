@@ -4,6 +4,7 @@
 //! end: the real binary on the solution, the starter and every fixture of
 //! `tests/fixtures/06-sync/`, each failing exactly the criteria its `expected.yaml` lists, verdict
 //! tables snapshotted with insta.
+mod support;
 use grade::checks::{self, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
 use grade::runner::Device;
@@ -13,6 +14,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
+use support::verdict_table;
 
 const ID: &str = "06-sync";
 /// Criteria judged on tensors, which `--dump-observations` does not record.
@@ -358,22 +360,6 @@ fn grade_file(submission: &PathBuf) -> (i32, Value) {
         )
     });
     (out.status.code().unwrap_or(-1), report)
-}
-
-fn verdict_table(report: &Value) -> String {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            format!(
-                "{:<28} {}",
-                v["id"].as_str().unwrap(),
-                v["status"].as_str().unwrap()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn explain(report: &Value) -> String {
