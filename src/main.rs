@@ -73,6 +73,7 @@ fn grade_exercise(
             seed: args.seed,
             timeout: args.timeout,
             dump_observations: args.dump_observations.clone(),
+            trusted: args.submission.is_none(),
         },
         executor,
     )?;

@@ -23,6 +23,9 @@ pub struct GradeRequest {
     pub timeout: Option<u64>,
     /// Also write the run's raw observations as JSON here.
     pub dump_observations: Option<PathBuf>,
+    /// The course's own code (its solution, starter, fixtures), not a student's: only such a run
+    /// may write what later runs share (lesson 05's compile cache).
+    pub trusted: bool,
 }
 
 /// Exercise and rubric of one lesson, loaded and validated together (stage 1).
@@ -70,6 +73,7 @@ pub fn grade(
         device: req.device,
         seed,
         course_path: course.package_path(),
+        trusted: req.trusted,
     })?;
     if let (Some(path), Some(obs)) = (&req.dump_observations, &run.obs) {
         let json = serde_json::to_string_pretty(obs).map_err(anyhow::Error::from)?;

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+/// The hostile class (a fork bomb, busy threads) runs alone: no other test's timing shares the
+/// machine with it.
+static EXCLUSIVE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -211,6 +215,7 @@ fn check_exporters(out: &Path) {
 
 #[test]
 fn class_end_to_end_resume_and_shards() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let class = tmp.path().join("class");
     make_class(&class);
@@ -343,6 +348,7 @@ fn class_end_to_end_resume_and_shards() {
 
 #[test]
 fn gradebook_names_missing_students() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path();
     std::fs::write(
@@ -365,6 +371,7 @@ fn gradebook_names_missing_students() {
 
 #[test]
 fn empty_class_is_exit_2() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(tmp.path().join("class")).unwrap();
     let o = grade(&[
@@ -381,6 +388,7 @@ fn empty_class_is_exit_2() {
 
 #[test]
 fn discovery_rules() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     for f in [
@@ -416,6 +424,7 @@ fn discovery_rules() {
 
 #[test]
 fn shards_partition_the_class_stably() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
     let ids: Vec<String> = (0..200).map(|i| format!("student{i:03}")).collect();
     let of = |id: &str| {
         (1..=3)
@@ -471,6 +480,7 @@ fn book(rows: &[Row]) -> Value {
 
 #[test]
 fn diff_of_a_regrade() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let old = book(&[
         (
@@ -522,4 +532,83 @@ fn diff_of_a_regrade() {
     ]);
     assert_eq!(o.status.code(), Some(0));
     insta::assert_snapshot!(String::from_utf8_lossy(&o.stdout));
+}
+
+/// Every student of the hostile suite (tests/fixtures/hostile/) in one class with two ordinary
+/// students, graded in one batch: each attack fails every criterion, and the ordinary students'
+/// rows (outcome, seed, key, every verdict) are exactly those of a batch without the attackers;
+/// nothing an attacker started outlives the batch.
+#[test]
+fn hostile_students_do_not_change_other_rows() {
+    let _alone = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    let r = root();
+    let tmp = tempfile::tempdir().unwrap();
+    let (class, control) = (tmp.path().join("class"), tmp.path().join("control"));
+    for dir in [&class, &control] {
+        for (id, src) in [
+            ("a-sol", "solutions/04-checkpoint/exercise.py"),
+            ("b-wrong", "tests/fixtures/04-checkpoint/wrong_when_on.py"),
+        ] {
+            std::fs::create_dir_all(dir.join(id)).unwrap();
+            std::fs::copy(r.join(src), dir.join(id).join("exercise.py")).unwrap();
+        }
+    }
+    let mut attackers = Vec::new();
+    for e in std::fs::read_dir(r.join("tests/fixtures/hostile"))
+        .unwrap()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".py") {
+            let id = format!("x-{stem}");
+            std::fs::create_dir_all(class.join(&id)).unwrap();
+            std::fs::copy(e.path(), class.join(&id).join("exercise.py")).unwrap();
+            attackers.push(id);
+        }
+    }
+    assert!(attackers.len() >= 12, "{attackers:?}");
+    let (out, out_control) = (tmp.path().join("out"), tmp.path().join("out-control"));
+    let o = batch(&class, &out, &["--timeout", "15", "--jobs", "1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = batch(&control, &out_control, &["--jobs", "1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let rows = essence(&out);
+    let ordinary: Vec<&String> = rows.iter().filter(|r| !r.starts_with("x-")).collect();
+    let control_rows = essence(&out_control);
+    assert_eq!(
+        ordinary,
+        control_rows.iter().collect::<Vec<_>>(),
+        "the ordinary students' rows changed when graded beside the attackers"
+    );
+    assert!(control_rows[0].starts_with("a-sol graded") && !control_rows[0].contains("=FAIL"));
+    let g = json(&out.join("grades.json"));
+    for row in g["grades"].as_array().unwrap() {
+        let student = row["student"].as_str().unwrap();
+        if !student.starts_with("x-") {
+            continue;
+        }
+        assert_eq!(row["outcome"], "graded", "{student}");
+        for v in row["verdicts"].as_array().unwrap() {
+            if v["status"] != "SKIP" && v["id"] != "instruments_intact" {
+                assert_eq!(v["status"], "FAIL", "{student}: {} must fail", v["id"]);
+            }
+        }
+    }
+    let daemon_alive = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains("987654"))
+            .unwrap_or(false)
+    });
+    assert!(!daemon_alive, "the daemon student outlived the batch");
 }

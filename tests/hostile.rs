@@ -229,3 +229,14 @@ fn a_daemon_does_not_outlive_the_run() {
     assert!(reason(&g).contains("daemon: no answer"), "{}", reason(&g));
     assert!(!running("sleep 987654"), "the daemon is still running");
 }
+
+#[test]
+fn results_cannot_be_rewritten_after_the_driver_wrote_them() {
+    let _shared = EXCLUSIVE.read().unwrap();
+    let g = grade("tamper_results", &[]);
+    assert!(
+        reason(&g).contains("did not carry exactly one message from the grader's driver"),
+        "{}",
+        reason(&g)
+    );
+}

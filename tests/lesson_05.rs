@@ -411,3 +411,60 @@ fn every_fixture_is_listed() {
         .collect();
     assert_eq!(files, listed);
 }
+
+/// A student's run gets a private copy of the shared compile cache: what it writes there (a
+/// planted artefact) never reaches the shared folder other runs load from; a trusted run (the
+/// course's own solution) writes the shared folder itself.
+#[test]
+fn a_student_cannot_write_the_shared_compile_cache() {
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(shared.path().join("from-the-course"), "warm").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["exercise", ID, "--device", "cpu", "--format", "json"])
+        .arg("--submission")
+        .arg(root().join("tests/fixtures/hostile/poison_compile_cache.py"))
+        .env("GRADE_ROOT", root())
+        .env("GRADE_COMPILE_CACHE", shared.path())
+        .env_remove("GRADE_PYTHON")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stderr_tail = report["stderr_tail"].to_string();
+    assert!(
+        stderr_tail.contains("planted in"),
+        "the attack wrote its own copy: {stderr_tail}"
+    );
+    assert!(
+        report["verdicts"][0]["why"]["en"]
+            .as_str()
+            .unwrap()
+            .contains("poison_compile_cache: no answer"),
+        "{}",
+        explain(&report)
+    );
+    let planted: Vec<_> = walk(shared.path())
+        .into_iter()
+        .filter(|p| p.ends_with("planted-by-a-student"))
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "planted in the shared cache: {planted:?}"
+    );
+    assert!(
+        shared.path().join("from-the-course").exists(),
+        "the shared cache is left as it was ({stderr_tail})"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_dir() {
+            all.extend(walk(&e.path()));
+        } else {
+            all.push(e.path());
+        }
+    }
+    all
+}

@@ -405,6 +405,7 @@ fn grade_one(
                     seed: Some(job.seed),
                     timeout: opts.timeout,
                     dump_observations: None,
+                    trusted: false,
                 },
                 executor,
             )?;

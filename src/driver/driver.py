@@ -2,8 +2,8 @@
 
 Embedded in the `grade` binary and written to a fresh temporary directory for each run. Protocol:
     python driver.py JOB_JSON            (a nonce arrives as the first line of stdin)
-It writes OUT/observations.json (metrics, traces, probe errors, the nonce) and
-OUT/tensors.safetensors. Everything the submission could tamper with is captured before the
+It writes one frame (observations: metrics, traces, probe errors, the nonce; and the tensors) to
+the results channel, fd `results_fd` of the job, a pipe the grader reads. Everything the submission could tamper with is captured before the
 submission is imported; the grader (Rust) re-derives every verdict from these raw observations.
 """
 import json
@@ -82,21 +82,28 @@ class Ctx:
 
     # -- output -------------------------------------------------------------------------------
     def write(self):
-        from safetensors.torch import save_file
+        """One frame on the results channel (a pipe the grader reads while the run goes on; fd
+        `results_fd`): `GRADE-RESULTS 1 <json bytes> <safetensors bytes>\n`, then both. Nothing
+        is written to the run's directory, where the submission (or a process it left behind)
+        could rewrite it before the grader reads it."""
+        from safetensors.torch import save
 
-        out = self.job["out_dir"]
-        save_file(self.tensors, os.path.join(out, "tensors.safetensors"))
-        doc = {
-            "nonce": self._nonce,
-            "probes": self.probes,
-            "metrics": self.metrics,
-            "traces": self.traces,
-            "driver_s": _perf_counter() - _T0,
-        }
-        tmp = os.path.join(out, "observations.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(doc, f, allow_nan=False)
-        os.replace(tmp, os.path.join(out, "observations.json"))
+        blob = save(self.tensors)
+        doc = json.dumps(
+            {
+                "nonce": self._nonce,
+                "probes": self.probes,
+                "metrics": self.metrics,
+                "traces": self.traces,
+                "driver_s": _perf_counter() - _T0,
+            },
+            allow_nan=False,
+        ).encode()
+        view = memoryview(b"GRADE-RESULTS 1 %d %d\n" % (len(doc), len(blob)) + doc + blob)
+        fd = self.job["results_fd"]
+        while view:
+            view = view[os.write(fd, view):]
+        os.close(fd)
 
 
 class _Probe:

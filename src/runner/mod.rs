@@ -49,6 +49,8 @@ pub struct RunRequest<'a> {
     pub seed: u64,
     /// Folder holding the `course` package (put on the driver's sys.path).
     pub course_path: PathBuf,
+    /// The course's own code: may write the shared compile cache (see `compile_cache`).
+    pub trusted: bool,
 }
 
 /// What came back from a run.
@@ -133,7 +135,9 @@ impl PythonExecutor {
 /// `params.compile_cache`, a folder relative to the course root (`.cache/inductor`), so repeated
 /// gradings pay a cold compile once. `GRADE_COMPILE_CACHE=DIR` puts it elsewhere;
 /// `GRADE_COMPILE_CACHE=cold` gives every run a fresh, empty one (the true first-call cost).
-/// `None`: the run's own temporary folder (nothing persists).
+/// `None`: the run's own temporary folder (nothing persists). Only a trusted run (the course's
+/// own code) gets the shared folder itself; a student's run gets a private copy (`seed_cache`),
+/// so no submission can plant a compiled artefact another student's run would load.
 fn compile_cache(req: &RunRequest) -> Option<PathBuf> {
     let rel = req.exercise.params.get("compile_cache")?.as_str()?;
     let dir = match std::env::var("GRADE_COMPILE_CACHE") {
@@ -143,6 +147,91 @@ fn compile_cache(req: &RunRequest) -> Option<PathBuf> {
     };
     std::fs::create_dir_all(&dir).ok()?;
     Some(dir)
+}
+
+/// The driver's one message on the results channel:
+/// `GRADE-RESULTS 1 <json bytes> <safetensors bytes>\n`, the observations (JSON), the tensors.
+struct Frame<'a> {
+    observations: &'a [u8],
+    tensors: &'a [u8],
+}
+
+impl<'a> Frame<'a> {
+    /// `Err(None)`: nothing arrived (the run ended before the driver wrote); `Err(Some(why))`:
+    /// something arrived that is not exactly one frame (garbled or written by the submission).
+    fn parse(res: &'a process::Results) -> Result<Frame<'a>, Option<Text>> {
+        let b = &res.bytes;
+        if b.is_empty() && !res.overflow {
+            return Err(None);
+        }
+        let bad = |what: &str| {
+            Some(text!(
+                format!("结果通道上的数据不是评分驱动写的一条完整消息（{what}）：结果被篡改或伪造"),
+                format!("the results channel did not carry exactly one message from the grader's driver ({what}): tampered or fabricated results")
+            ))
+        };
+        if res.overflow {
+            return Err(bad("more than 512 MiB"));
+        }
+        let nl = b
+            .iter()
+            .position(|&c| c == b'\n')
+            .ok_or_else(|| bad("no header"))?;
+        let header = std::str::from_utf8(&b[..nl]).map_err(|_| bad("header"))?;
+        let f: Vec<&str> = header.split(' ').collect();
+        let (Some(&"GRADE-RESULTS"), Some(&"1"), Some(j), Some(t), None) =
+            (f.first(), f.get(1), f.get(2), f.get(3), f.get(4))
+        else {
+            return Err(bad("header"));
+        };
+        let (j, t): (usize, usize) = match (j.parse(), t.parse()) {
+            (Ok(j), Ok(t)) => (j, t),
+            _ => return Err(bad("header")),
+        };
+        let body = &b[nl + 1..];
+        if body.len() != j + t {
+            return Err(bad(&format!(
+                "{} bytes where the header announced {}",
+                body.len(),
+                j + t
+            )));
+        }
+        Ok(Frame {
+            observations: &body[..j],
+            tensors: &body[j..],
+        })
+    }
+}
+
+/// safetensors bytes → named tensors (through a fresh file of the grader's own: tch reads files).
+fn read_tensors(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Tensor>> {
+    use std::io::Write;
+    let mut f = tempfile::Builder::new()
+        .prefix("grade-tensors-")
+        .suffix(".safetensors")
+        .tempfile()?;
+    f.write_all(bytes)?;
+    f.flush()?;
+    Ok(Tensor::read_safetensors(f.path())?.into_iter().collect())
+}
+
+/// Copy the shared compile cache into a run's own folder: regular files and folders only (no
+/// links followed), best effort (a file being written by a trusted run at that moment is skipped
+/// or copied whole; inductor writes by rename).
+fn seed_cache(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)?.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let dest = to.join(entry.file_name());
+        if kind.is_dir() {
+            seed_cache(&entry.path(), &dest)?;
+        } else if kind.is_file() {
+            let _ = std::fs::copy(entry.path(), &dest);
+        }
+    }
+    Ok(())
 }
 
 fn random_nonce() -> String {
@@ -183,6 +272,7 @@ impl Executor for PythonExecutor {
             "course_path": req.course_path,
             "inputs": inputs,
             "out_dir": out_dir,
+            "results_fd": process::RESULTS_FD,
             "device": req.device.name(),
             "seed": req.seed,
             "threads": 1,
@@ -213,12 +303,18 @@ impl Executor for PythonExecutor {
         ] {
             cmd.env(k, v);
         }
-        let compile_cache = compile_cache(req);
+        let own_cache = tmp.join("inductor");
+        let compile_cache = match compile_cache(req) {
+            Some(shared) if req.trusted => Some(shared),
+            Some(shared) => {
+                seed_cache(&shared, &own_cache).context("copying the compile cache")?;
+                None
+            }
+            None => None,
+        };
         cmd.env("HOME", tmp).env("TMPDIR", tmp).env(
             "TORCHINDUCTOR_CACHE_DIR",
-            compile_cache
-                .clone()
-                .unwrap_or_else(|| tmp.join("inductor")),
+            compile_cache.clone().unwrap_or(own_cache),
         );
         for (k, v) in std::env::vars() {
             if k.starts_with("CUDA_") || k.starts_with("NVIDIA_") {
@@ -299,37 +395,41 @@ impl Executor for PythonExecutor {
             ));
             return Ok(result);
         }
-        let obs_path = out_dir.join("observations.json");
-        let Ok(raw) = std::fs::read(&obs_path) else {
-            result.failure = Some(text!(
-                format!("提交的程序在写出结果前就退出了（{how}）"),
-                format!("the run ended before the driver wrote its results ({how})")
-            ));
-            return Ok(result);
+        let frame = match Frame::parse(&fin.results) {
+            Ok(f) => f,
+            Err(why) => {
+                result.failure = Some(why.unwrap_or_else(|| {
+                    text!(
+                        format!("提交的程序在写出结果前就退出了（{how}）"),
+                        format!("the run ended before the driver wrote its results ({how})")
+                    )
+                }));
+                return Ok(result);
+            }
         };
-        let obs: Observations = match serde_json::from_slice(&raw) {
+        let obs: Observations = match serde_json::from_slice(frame.observations) {
             Ok(o) => o,
             Err(e) => {
                 result.failure = Some(text!(
-                    format!("结果文件无法解析：{e}"),
-                    format!("the results file is unreadable: {e}")
+                    format!("结果无法解析：{e}"),
+                    format!("the results are unreadable: {e}")
                 ));
                 return Ok(result);
             }
         };
         if obs.nonce != nonce {
             result.failure = Some(text!(
-                "结果文件不是评分驱动写的（随机令牌不符）：结果被伪造",
-                "the results file was not written by the grader's driver (nonce mismatch): fabricated results"
+                "结果不是评分驱动写的（随机令牌不符）：结果被伪造",
+                "the results were not written by the grader's driver (nonce mismatch): fabricated results"
             ));
             return Ok(result);
         }
-        match Tensor::read_safetensors(out_dir.join("tensors.safetensors")) {
-            Ok(ts) => result.tensors = ts.into_iter().collect(),
+        match read_tensors(frame.tensors) {
+            Ok(ts) => result.tensors = ts,
             Err(e) => {
                 result.failure = Some(text!(
-                    format!("张量文件无法读取：{e}"),
-                    format!("the tensors file is unreadable: {e}")
+                    format!("张量无法读取：{e}"),
+                    format!("the tensors are unreadable: {e}")
                 ));
                 return Ok(result);
             }

@@ -35,7 +35,26 @@ pub struct Finished {
     pub wall: Duration,
     pub stdout: Tail,
     pub stderr: Tail,
+    /// What arrived on the results channel (fd 3 in the child): the driver's one frame.
+    pub results: Results,
 }
+
+/// The bytes written to the child's fd 3, a pipe the grader reads while the run goes on: once
+/// written they cannot be rewritten (unlike a file in the run's directory), and the grader reads
+/// nothing back from the directory the submission could write.
+#[derive(Debug, Default, Clone)]
+pub struct Results {
+    pub bytes: Vec<u8>,
+    /// More than `RESULTS_MAX` bytes arrived (the excess was dropped).
+    pub overflow: bool,
+    /// The channel did not reach end-of-file (a writer survived the sweep).
+    pub open: bool,
+}
+
+/// The most the results channel keeps: far above any exercise's observations and tensors.
+pub const RESULTS_MAX: usize = 512 << 20;
+/// The child's end of the results channel.
+pub const RESULTS_FD: i32 = 3;
 
 /// The last `TAIL_BYTES` of a stream and how much it wrote in all.
 #[derive(Debug, Default, Clone)]
@@ -126,6 +145,52 @@ fn collect((tail, handle): (Arc<Mutex<Tail>>, JoinHandle<()>)) -> Tail {
     t
 }
 
+/// A pipe for the results channel: (read end, write end), both close-on-exec in the grader.
+fn results_pipe() -> std::io::Result<(std::fs::File, i32)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two fresh descriptors we own from here on.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fds[0] is ours and open; the File closes it.
+    Ok((unsafe { std::fs::File::from_raw_fd(fds[0]) }, fds[1]))
+}
+
+/// Read the results channel to its end on a thread, keeping at most `RESULTS_MAX` bytes.
+fn drain_results(mut r: std::fs::File) -> JoinHandle<Results> {
+    std::thread::spawn(move || {
+        let mut res = Results::default();
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if res.bytes.len() + n > RESULTS_MAX {
+                res.overflow = true;
+            } else {
+                res.bytes.extend_from_slice(&buf[..n]);
+            }
+        }
+        res
+    })
+}
+
+fn collect_results(handle: JoinHandle<Results>) -> Results {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !handle.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if handle.is_finished() {
+        handle.join().unwrap_or_default()
+    } else {
+        Results {
+            open: true,
+            ..Results::default()
+        }
+    }
+}
+
 fn kill_group(child: &Child) {
     // SAFETY: killpg on the group we created for this child; a stale id only yields ESRCH.
     unsafe {
@@ -155,7 +220,7 @@ fn group_rss(pgid: i32) -> (u64, u64) {
 }
 
 /// Run `cmd` to completion or timeout, writing `stdin_line` to its stdin first, inside
-/// `sandbox` when given.
+/// `sandbox` when given; the child's fd 3 is the results channel (`Finished::results`).
 pub fn run(
     mut cmd: Command,
     stdin_line: &str,
@@ -164,11 +229,13 @@ pub fn run(
 ) -> std::io::Result<Finished> {
     let (data, fsize) = (limits.data_bytes, limits.file_bytes);
     let mut sandbox = sandbox;
+    let (results_rx, results_w) = results_pipe()?;
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    // SAFETY: only async-signal-safe calls (dup2, fcntl, setrlimit, the sandbox's syscalls)
+    // between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             let set = |res, v: u64| {
@@ -188,12 +255,26 @@ pub fn run(
             if let Some(sb) = sandbox.as_mut() {
                 sb.apply_in_child()?;
             }
+            // last (fd 3 may be the sandbox's ruleset until it is applied): the results channel
+            // becomes fd 3 (dup2 clears close-on-exec; if the pipe already
+            // is fd 3, clear the flag by hand)
+            if results_w == RESULTS_FD {
+                libc::fcntl(RESULTS_FD, libc::F_SETFD, 0);
+            } else if libc::dup2(results_w, RESULTS_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
     sandbox::become_subreaper();
     let start = Instant::now();
-    let mut child = sandbox::spawn_tracked(&mut cmd)?;
+    let spawned = sandbox::spawn_tracked(&mut cmd);
+    // SAFETY: the write end is ours; only the child (and its descendants) keep a copy.
+    unsafe {
+        libc::close(results_w);
+    }
+    let mut child = spawned?;
+    let results = drain_results(results_rx);
     if let Some(mut stdin) = child.stdin.take() {
         let _ = writeln!(stdin, "{stdin_line}");
     }
@@ -229,6 +310,7 @@ pub fn run(
     kill_group(&child);
     let strays = sandbox::sweep_strays();
     let (stdout, stderr) = (collect(out), collect(err));
+    let results = collect_results(results);
     Ok(Finished {
         status,
         timed_out,
@@ -237,5 +319,6 @@ pub fn run(
         wall,
         stdout,
         stderr,
+        results,
     })
 }
