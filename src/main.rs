@@ -7,7 +7,7 @@ use grade::course::{Course, EXERCISES};
 use grade::error::{exit, GradeError};
 use grade::pipeline::{self, GradeRequest};
 use grade::report;
-use grade::runner::{Executor, PythonExecutor};
+use grade::runner::{zygote::ZygoteExecutor, Executor, PythonExecutor};
 use grade::spec::Exercise;
 use std::io::IsTerminal;
 
@@ -36,8 +36,13 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
             check_course(&course, &args, &PythonExecutor::new(python)?)
         }
         Command::Batch(args) => {
-            let python = course.python(cli.python);
-            grade::batch::commands::batch(&course, &args, &PythonExecutor::new(python)?)
+            let python = PythonExecutor::new(course.python(cli.python))?;
+            // a warm interpreter forks each run (GRADE_ZYGOTE=off: a fresh one per run)
+            if std::env::var("GRADE_ZYGOTE").is_ok_and(|v| v == "off") {
+                grade::batch::commands::batch(&course, &args, &python)
+            } else {
+                grade::batch::commands::batch(&course, &args, &ZygoteExecutor::new(python)?)
+            }
         }
         Command::Gradebook(args) => grade::batch::commands::gradebook(&args),
         Command::Diff(args) => grade::batch::commands::diff(&args),

@@ -310,7 +310,15 @@ def _load_submission(path):
 def main():
     nonce = sys.stdin.readline().strip()
     sys.stdin.close()
-    with open(sys.argv[1]) as f:
+    run_job(sys.argv[1], nonce)
+
+
+def run_job(job_path, nonce):
+    """Grade one job; never returns (os._exit). Called by main() in a fresh interpreter, or by
+    zygote.py in a child forked from a warm one (torch already imported)."""
+    global _T0
+    _T0 = _perf_counter()
+    with open(job_path) as f:
         job = json.load(f)
     sys.path.insert(0, job["course_path"])
 
@@ -329,7 +337,8 @@ def main():
     ctx = Ctx(job, nonce)
     watched = _instrument(ctx)
 
-    ctx.lib = _load_module("grade_lib", os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.py"))
+    lib_py = job.get("lib") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.py")
+    ctx.lib = _load_module("grade_lib", lib_py)
     scenario = _load_module("grade_scenario", job["scenario"])
 
     with ctx.probe("load"):

@@ -3,6 +3,7 @@
 //! or why there is nothing to observe. The `Executor` trait lets tests substitute recorded runs.
 pub mod process;
 pub mod sandbox;
+pub mod zygote;
 
 use crate::error::GradeError;
 use crate::i18n::Text;
@@ -242,12 +243,56 @@ fn random_nonce() -> String {
         .collect()
 }
 
-impl Executor for PythonExecutor {
-    fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
-        let dir = tempfile::Builder::new()
-            .prefix("grade-")
-            .tempdir()
-            .context("creating a temporary directory")?;
+/// The interpreter's environment: scrubbed, one torch thread, the run's folder as home.
+const BASE_ENV: [(&str, &str); 6] = [
+    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ("LANG", "C.UTF-8"),
+    ("OMP_NUM_THREADS", "1"),
+    ("MKL_NUM_THREADS", "1"),
+    ("PYTHONHASHSEED", "0"),
+    ("PYTHONUNBUFFERED", "1"),
+];
+
+/// The variables CUDA needs, passed through from the grader's environment.
+fn cuda_env() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("CUDA_") || k.starts_with("NVIDIA_"))
+        .collect()
+}
+
+/// GRADE_SANDBOX=off: only to measure the sandbox's cost or to debug it (README "Security").
+fn sandbox_on() -> bool {
+    std::env::var("GRADE_SANDBOX").map_or(true, |v| v != "off")
+}
+
+/// One run laid out on disk, ready to start: its own folder (driver, lib, submission, inputs,
+/// job.json), the environment, the limits, what it may touch, and its nonce.
+pub(crate) struct Staged {
+    pub dir: tempfile::TempDir,
+    pub driver: PathBuf,
+    pub job: PathBuf,
+    /// Set on top of `BASE_ENV`.
+    pub env: Vec<(String, String)>,
+    pub limits: process::Limits,
+    /// `None`: GRADE_SANDBOX=off.
+    pub policy: Option<sandbox::Policy>,
+    pub nonce: String,
+}
+
+impl PythonExecutor {
+    /// Stage 3a: the run's folder (under `parent`, or the system's temp folder) and its job.
+    pub(crate) fn stage(
+        &self,
+        req: &RunRequest,
+        parent: Option<&Path>,
+    ) -> Result<Staged, GradeError> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("grade-");
+        let dir = match parent {
+            Some(p) => builder.tempdir_in(p),
+            None => builder.tempdir(),
+        }
+        .context("creating a temporary directory")?;
         let tmp = dir.path();
         let out_dir = tmp.join("out");
         std::fs::create_dir(&out_dir).context("creating out/")?;
@@ -270,6 +315,7 @@ impl Executor for PythonExecutor {
             "submission": submission,
             "scenario": ex.dir.join("scenario.py"),
             "course_path": req.course_path,
+            "lib": tmp.join("lib.py"),
             "inputs": inputs,
             "out_dir": out_dir,
             "results_fd": process::RESULTS_FD,
@@ -286,23 +332,6 @@ impl Executor for PythonExecutor {
         )
         .context("writing job.json")?;
 
-        let mut cmd = Command::new(&self.python);
-        cmd.arg("-I")
-            .arg("-B")
-            .arg(&driver)
-            .arg(&job_path)
-            .current_dir(tmp)
-            .env_clear();
-        for (k, v) in [
-            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            ("LANG", "C.UTF-8"),
-            ("OMP_NUM_THREADS", "1"),
-            ("MKL_NUM_THREADS", "1"),
-            ("PYTHONHASHSEED", "0"),
-            ("PYTHONUNBUFFERED", "1"),
-        ] {
-            cmd.env(k, v);
-        }
         let own_cache = tmp.join("inductor");
         let compile_cache = match compile_cache(req) {
             Some(shared) if req.trusted => Some(shared),
@@ -312,15 +341,19 @@ impl Executor for PythonExecutor {
             }
             None => None,
         };
-        cmd.env("HOME", tmp).env("TMPDIR", tmp).env(
-            "TORCHINDUCTOR_CACHE_DIR",
-            compile_cache.clone().unwrap_or(own_cache),
-        );
-        for (k, v) in std::env::vars() {
-            if k.starts_with("CUDA_") || k.starts_with("NVIDIA_") {
-                cmd.env(k, v);
-            }
-        }
+        let mut env: Vec<(String, String)> = vec![
+            ("HOME".into(), tmp.display().to_string()),
+            ("TMPDIR".into(), tmp.display().to_string()),
+            (
+                "TORCHINDUCTOR_CACHE_DIR".into(),
+                compile_cache
+                    .clone()
+                    .unwrap_or(own_cache)
+                    .display()
+                    .to_string(),
+            ),
+        ];
+        env.extend(cuda_env());
         let limits = process::Limits {
             timeout: Duration::from_secs(ex.timeout_s),
             data_bytes: match req.device {
@@ -330,21 +363,67 @@ impl Executor for PythonExecutor {
             file_bytes: Some(1 << 30),
             rss_bytes: ex.memory_mb.map(|m| m << 20),
         };
-        let nonce = random_nonce();
-        // GRADE_SANDBOX=off: only to measure the sandbox's cost or to debug it (README "Security")
-        let sandboxed = std::env::var("GRADE_SANDBOX").map_or(true, |v| v != "off");
-        let prepared = sandboxed.then(|| self.policy(req, tmp, compile_cache.as_slice()).prepare());
-        let sandbox_gaps = match &prepared {
-            Some(p) => p.enforced.gaps(),
-            None => vec![text!(
-                "GRADE_SANDBOX=off：本次运行没有沙箱",
-                "GRADE_SANDBOX=off: this run had no sandbox"
-            )],
-        };
-        let fin = process::run(cmd, &nonce, &limits, prepared).map_err(|e| GradeError::Python {
-            path: self.python.clone(),
-            reason: format!("could not start: {e}"),
+        let policy = sandbox_on().then(|| self.policy(req, tmp, compile_cache.as_slice()));
+        Ok(Staged {
+            dir,
+            driver,
+            job: job_path,
+            env,
+            limits,
+            policy,
+            nonce: random_nonce(),
+        })
+    }
+}
+
+/// What the report says when the sandbox was off.
+fn no_sandbox() -> Vec<Text> {
+    vec![text!(
+        "GRADE_SANDBOX=off：本次运行没有沙箱",
+        "GRADE_SANDBOX=off: this run had no sandbox"
+    )]
+}
+
+impl Executor for PythonExecutor {
+    /// A fresh interpreter per run: `python -I -B driver.py job.json`, nonce on stdin.
+    fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
+        let staged = self.stage(req, None)?;
+        let tmp = staged.dir.path();
+        let mut cmd = Command::new(&self.python);
+        cmd.arg("-I")
+            .arg("-B")
+            .arg(&staged.driver)
+            .arg(&staged.job)
+            .current_dir(tmp)
+            .env_clear()
+            .envs(BASE_ENV)
+            .envs(staged.env.iter().map(|(k, v)| (k, v)));
+        let prepared = staged.policy.as_ref().map(sandbox::Policy::prepare);
+        let gaps = prepared
+            .as_ref()
+            .map_or_else(no_sandbox, |p| p.enforced.gaps());
+        let fin = process::run(cmd, &staged.nonce, &staged.limits, prepared).map_err(|e| {
+            GradeError::Python {
+                path: self.python.clone(),
+                reason: format!("could not start: {e}"),
+            }
         })?;
+        self.finish(req, &staged, fin, gaps)
+    }
+}
+
+impl PythonExecutor {
+    /// Stage 3c: what a finished run means: its observations and tensors, or why there are none.
+    pub(crate) fn finish(
+        &self,
+        req: &RunRequest,
+        staged: &Staged,
+        fin: process::Finished,
+        sandbox_gaps: Vec<Text>,
+    ) -> Result<RunResult, GradeError> {
+        let ex = req.exercise;
+        let out_dir = staged.dir.path().join("out");
+        let nonce = &staged.nonce;
         let stderr_tail = fin.stderr.text();
         let mut result = RunResult {
             obs: None,
@@ -417,7 +496,7 @@ impl Executor for PythonExecutor {
                 return Ok(result);
             }
         };
-        if obs.nonce != nonce {
+        if obs.nonce != *nonce {
             result.failure = Some(text!(
                 "结果不是评分驱动写的（随机令牌不符）：结果被伪造",
                 "the results were not written by the grader's driver (nonce mismatch): fabricated results"

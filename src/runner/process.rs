@@ -191,13 +191,6 @@ fn collect_results(handle: JoinHandle<Results>) -> Results {
     }
 }
 
-fn kill_group(child: &Child) {
-    // SAFETY: killpg on the group we created for this child; a stale id only yields ESRCH.
-    unsafe {
-        libc::killpg(child.id() as libc::pid_t, libc::SIGKILL);
-    }
-}
-
 /// Resident bytes of every process in group `pgid` (pages shared after a fork count once per
 /// process: an overestimate that only matters for fork bombs), and how many processes.
 fn group_rss(pgid: i32) -> (u64, u64) {
@@ -274,12 +267,86 @@ pub fn run(
         libc::close(results_w);
     }
     let mut child = spawned?;
-    let results = drain_results(results_rx);
     if let Some(mut stdin) = child.stdin.take() {
         let _ = writeln!(stdin, "{stdin_line}");
     }
-    let out = drain(child.stdout.take().expect("stdout piped"));
-    let err = drain(child.stderr.take().expect("stderr piped"));
+    let streams = Streams {
+        out: drain(child.stdout.take().expect("stdout piped")),
+        err: drain(child.stderr.take().expect("stderr piped")),
+        results: drain_results(results_rx),
+    };
+    watch(&mut child, limits, start, streams)
+}
+
+/// A process being watched: a child of the grader, or one the zygote forked for it.
+pub trait Watched {
+    /// Its process group (its own pid).
+    fn pgid(&self) -> i32;
+    /// Its exit status once it ended (never blocks).
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>>;
+    /// Its exit status, after it was killed.
+    fn wait(&mut self) -> Option<ExitStatus>;
+    /// It ended and was reaped: forget it before the stray sweep.
+    fn forget(&mut self) {}
+}
+
+impl Watched for Child {
+    fn pgid(&self) -> i32 {
+        self.id() as i32
+    }
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        Child::try_wait(self)
+    }
+    fn wait(&mut self) -> Option<ExitStatus> {
+        Child::wait(self).ok()
+    }
+    fn forget(&mut self) {
+        sandbox::untrack(self.id());
+    }
+}
+
+/// What the grader reads from a run while it goes on: stdout, stderr, the results channel.
+pub struct Streams {
+    out: (Arc<Mutex<Tail>>, JoinHandle<()>),
+    err: (Arc<Mutex<Tail>>, JoinHandle<()>),
+    results: JoinHandle<Results>,
+}
+
+impl Streams {
+    /// Read ends of three pipes (stdout, stderr, results), each drained on its own thread.
+    pub fn from_files(out: std::fs::File, err: std::fs::File, results: std::fs::File) -> Streams {
+        Streams {
+            out: drain(out),
+            err: drain(err),
+            results: drain_results(results),
+        }
+    }
+}
+
+/// A pipe: (read end, write end), both close-on-exec.
+pub fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    let (r, w) = results_pipe()?;
+    // SAFETY: `w` is a fresh descriptor we own; the File closes it.
+    Ok((r, unsafe { std::fs::File::from_raw_fd(w) }))
+}
+
+/// Watch a started run to its end: the timeout and the memory watchdog kill its whole group;
+/// then whatever it left (its group, strays reparented to the grader) is killed too, and the
+/// streams are collected.
+pub fn watch(
+    child: &mut dyn Watched,
+    limits: &Limits,
+    start: Instant,
+    streams: Streams,
+) -> std::io::Result<Finished> {
+    let pgid = child.pgid();
+    let kill = || {
+        // SAFETY: killpg on the group made for this run; a stale id only yields ESRCH.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    };
     let mut timed_out = false;
     let mut over_memory = None;
     let mut polls = 0u64;
@@ -289,28 +356,28 @@ pub fn run(
         }
         if start.elapsed() >= limits.timeout {
             timed_out = true;
-            kill_group(&child);
-            break child.wait().ok();
+            kill();
+            break child.wait();
         }
         polls += 1;
         if let Some(max) = limits.rss_bytes.filter(|_| polls.is_multiple_of(10)) {
-            let (rss, procs) = group_rss(child.id() as i32);
+            let (rss, procs) = group_rss(pgid);
             if rss > max {
                 over_memory = Some((rss, procs));
-                kill_group(&child);
-                break child.wait().ok();
+                kill();
+                break child.wait();
             }
         }
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = start.elapsed();
-    sandbox::untrack(child.id());
+    child.forget();
     // Whatever the submission left running in its group (forked children holding the pipes) goes
     // too, and so does anything that left the group (setsid daemons) once it is orphaned.
-    kill_group(&child);
+    kill();
     let strays = sandbox::sweep_strays();
-    let (stdout, stderr) = (collect(out), collect(err));
-    let results = collect_results(results);
+    let (stdout, stderr) = (collect(streams.out), collect(streams.err));
+    let results = collect_results(streams.results);
     Ok(Finished {
         status,
         timed_out,

@@ -170,29 +170,31 @@ impl Policy {
         }
     }
 
-    fn ruleset(&self) -> Result<RulesetCreated, landlock::RulesetError> {
-        let existing = |paths: &[PathBuf]| -> Vec<PathBuf> {
-            paths.iter().filter(|p| p.exists()).cloned().collect()
+    /// Every path the rules name, as (read-only, read-write): the policy's own plus the system
+    /// locations and device files every run needs; paths that do not exist are left out. The
+    /// zygote's children apply the same lists as their own Landlock layer (`zygote.py`).
+    pub fn expanded(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+        let existing = |paths: Vec<PathBuf>| -> Vec<PathBuf> {
+            paths.into_iter().filter(|p| p.exists()).collect()
         };
         let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
         read.extend(self.read.iter().cloned());
         let mut write: Vec<PathBuf> = DEVICES_RW.iter().map(PathBuf::from).collect();
         write.extend(cuda_devices());
         write.extend(self.write.iter().cloned());
+        (existing(read), existing(write))
+    }
+
+    fn ruleset(&self) -> Result<RulesetCreated, landlock::RulesetError> {
+        let (read, write) = self.expanded();
         Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(ABI_WANTED))?
             .handle_access(AccessNet::from_all(ABI_WANTED))?
             .scope(Scope::from_all(ABI_WANTED))?
             .create()?
-            .add_rules(path_beneath_rules(
-                existing(&read),
-                AccessFs::from_read(ABI_WANTED),
-            ))?
-            .add_rules(path_beneath_rules(
-                existing(&write),
-                AccessFs::from_all(ABI_WANTED),
-            ))
+            .add_rules(path_beneath_rules(read, AccessFs::from_read(ABI_WANTED)))?
+            .add_rules(path_beneath_rules(write, AccessFs::from_all(ABI_WANTED)))
     }
 }
 

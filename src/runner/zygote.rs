@@ -1,0 +1,469 @@
+//! The warm executor of `grade batch`: one Python interpreter (`src/driver/zygote.py`) imports
+//! torch once, inside the batch's sandbox, and forks one child per submission; each child takes
+//! its own process group, the run's stdout/stderr/results pipes (sent over a unix socket), and its
+//! own Landlock layer (read what its run needs, write only its own folder, no signals outside
+//! itself) before the driver runs. Staging, limits, the watch loop and the reading of results
+//! are `PythonExecutor`'s and `process`'s, unchanged: only the start of the process differs.
+use super::process::{self, Finished, Streams, Watched};
+use super::sandbox::{self, Policy};
+use super::{Executor, PythonExecutor, RunRequest, RunResult, Staged, BASE_ENV};
+use crate::error::GradeError;
+use crate::i18n::Text;
+use anyhow::Context;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The zygote's Python, embedded like the driver.
+pub const ZYGOTE_PY: &str = include_str!("../driver/zygote.py");
+/// How long the zygote may take to import torch (a loaded 2-core machine needs seconds).
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// What the zygote says about one request.
+#[derive(Debug)]
+enum Event {
+    Started(i32),
+    Exited(i32),
+    Failed(String),
+    /// The zygote is gone.
+    Gone,
+}
+
+/// A running zygote: its socket, its process, and who waits for which request.
+struct Zygote {
+    sock: OwnedFd,
+    process: Mutex<std::process::Child>,
+    waiters: Arc<Mutex<HashMap<u64, Sender<Event>>>>,
+    next: AtomicU64,
+    /// Serialises requests: each one's `started` comes back before the next is sent.
+    send: Mutex<()>,
+    gaps: Vec<Text>,
+    alive: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// `grade batch`'s executor: stages each run like `PythonExecutor` (in a folder of its own under
+/// the batch's staging folder) and starts it as a fork of the warm zygote.
+pub struct ZygoteExecutor {
+    base: PythonExecutor,
+    /// Where every run's folder lives: the zygote may read and write here, each child only its own.
+    staging: tempfile::TempDir,
+    zygote: Mutex<Option<Arc<Zygote>>>,
+}
+
+impl ZygoteExecutor {
+    pub fn new(base: PythonExecutor) -> Result<Self, GradeError> {
+        let staging = tempfile::Builder::new()
+            .prefix("grade-batch-")
+            .tempdir()
+            .context("creating the batch's staging folder")?;
+        Ok(ZygoteExecutor {
+            base,
+            staging,
+            zygote: Mutex::new(None),
+        })
+    }
+
+    /// The running zygote, started (again) when there is none or it died.
+    fn zygote(&self, req: &RunRequest) -> Result<Arc<Zygote>, GradeError> {
+        let mut slot = self.zygote.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(z) = slot.as_ref().filter(|z| z.alive.load(Ordering::SeqCst)) {
+            return Ok(Arc::clone(z));
+        }
+        let z = Arc::new(self.start(req)?);
+        *slot = Some(Arc::clone(&z));
+        Ok(z)
+    }
+
+    fn start(&self, req: &RunRequest) -> Result<Zygote, GradeError> {
+        let python_err = |reason: String| GradeError::Python {
+            path: self.base.python.clone(),
+            reason,
+        };
+        let root = self.staging.path();
+        let (zygote_py, driver_py) = (root.join("zygote.py"), root.join("driver.py"));
+        std::fs::write(&zygote_py, ZYGOTE_PY).context("writing the zygote")?;
+        std::fs::write(&driver_py, super::DRIVER_PY).context("writing the driver")?;
+        std::fs::write(root.join("lib.py"), super::LIB_PY).context("writing lib.py")?;
+        let (ours, theirs) = seqpacket_pair().context("creating the zygote's socket")?;
+        let theirs_fd = theirs.into_raw_fd();
+        let mut cmd = Command::new(&self.base.python);
+        cmd.arg("-I")
+            .arg("-B")
+            .arg(&zygote_py)
+            .arg(&driver_py)
+            .current_dir(root)
+            .env_clear()
+            .envs(BASE_ENV)
+            .env("HOME", root)
+            .env("TMPDIR", root)
+            .envs(super::cuda_env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let prepared = super::sandbox_on().then(|| {
+            Policy {
+                read: {
+                    let mut r = self.base.prefixes().to_vec();
+                    r.push(req.course_path.clone());
+                    r
+                },
+                write: vec![root.to_path_buf()],
+            }
+            .prepare()
+        });
+        let gaps = prepared
+            .as_ref()
+            .map_or_else(super::no_sandbox, |p| p.enforced.gaps());
+        let mut prepared = prepared;
+        // SAFETY: only system calls between fork and exec (see process::run).
+        unsafe {
+            cmd.pre_exec(move || {
+                let core = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                libc::setrlimit(libc::RLIMIT_CORE, &core);
+                if let Some(sb) = prepared.as_mut() {
+                    sb.apply_in_child()?;
+                }
+                if libc::dup2(theirs_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        sandbox::become_subreaper();
+        let spawned = sandbox::spawn_tracked(&mut cmd);
+        // SAFETY: our copy of the zygote's end; the zygote has its own.
+        unsafe {
+            libc::close(theirs_fd);
+        }
+        let mut child = spawned.map_err(|e| python_err(format!("could not start: {e}")))?;
+        let stderr = child.stderr.take().expect("stderr piped");
+        let err_tail = Arc::new(Mutex::new(String::new()));
+        {
+            let tail = Arc::clone(&err_tail);
+            std::thread::spawn(move || {
+                use std::io::Read;
+                let mut s = String::new();
+                let _ = std::io::BufReader::new(stderr)
+                    .take(64 << 10)
+                    .read_to_string(&mut s);
+                *tail.lock().unwrap_or_else(|e| e.into_inner()) = s;
+            });
+        }
+        // the first message: ready (torch imported), or the socket closes (it failed)
+        set_timeout(&ours, Some(READY_TIMEOUT));
+        let first = recv(&ours);
+        set_timeout(&ours, None);
+        match first.as_deref().map(serde_json::from_slice::<serde_json::Value>) {
+            Ok(Ok(v)) if v["ready"] == true => {}
+            _ => {
+                let _ = child.kill();
+                let status = child.wait().ok();
+                sandbox::untrack(child.id());
+                std::thread::sleep(Duration::from_millis(100));
+                let why = err_tail.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let last = why.lines().last().unwrap_or("no message").to_string();
+                return Err(python_err(format!(
+                    "the warm interpreter did not start ({status:?}): {last}"
+                )));
+            }
+        }
+        let waiters: Arc<Mutex<HashMap<u64, Sender<Event>>>> = Arc::default();
+        let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let reader_sock = ours.try_clone().context("cloning the zygote's socket")?;
+        {
+            let (waiters, alive) = (Arc::clone(&waiters), Arc::clone(&alive));
+            std::thread::spawn(move || read_events(reader_sock, waiters, alive));
+        }
+        Ok(Zygote {
+            sock: ours,
+            process: Mutex::new(child),
+            waiters,
+            next: AtomicU64::new(1),
+            send: Mutex::new(()),
+            gaps,
+            alive,
+        })
+    }
+
+    /// Start one staged run as a fork of the zygote and watch it like any run.
+    fn launch(
+        &self,
+        z: &Zygote,
+        req: &RunRequest,
+        staged: &Staged,
+    ) -> Result<Finished, GradeError> {
+        let id = z.next.fetch_add(1, Ordering::SeqCst);
+        let (tx, rx) = channel();
+        z.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        let io = |e: std::io::Error| GradeError::Python {
+            path: self.base.python.clone(),
+            reason: format!("the warm interpreter failed: {e}"),
+        };
+        let (out_r, out_w) = process::pipe().map_err(io)?;
+        let (err_r, err_w) = process::pipe().map_err(io)?;
+        let (res_r, res_w) = process::pipe().map_err(io)?;
+        let (read, write) = staged
+            .policy
+            .as_ref()
+            .map(Policy::expanded)
+            .unwrap_or_default();
+        let env: HashMap<&str, &str> = staged
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let msg = serde_json::json!({
+            "id": id,
+            "job": staged.job,
+            "nonce": staged.nonce,
+            "dir": staged.dir.path(),
+            "env": env,
+            "limits": {"data": staged.limits.data_bytes, "fsize": staged.limits.file_bytes},
+            "landlock": staged.policy.is_some() && sandbox::landlock_abi() > 0,
+            "read": read,
+            "write": write,
+        });
+        let bytes = serde_json::to_vec(&msg).context("encoding the request")?;
+        let start = Instant::now();
+        let sent = {
+            let _one_at_a_time = z.send.lock().unwrap_or_else(|e| e.into_inner());
+            send_with_fds(
+                z.sock.as_raw_fd(),
+                &bytes,
+                &[out_w.as_raw_fd(), err_w.as_raw_fd(), res_w.as_raw_fd()],
+            )
+        };
+        drop((out_w, err_w, res_w)); // only the child keeps the write ends
+        sent.map_err(io)?;
+        let streams = Streams::from_files(out_r, err_r, res_r);
+        let pid = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Event::Started(pid)) => pid,
+            Ok(Event::Failed(why)) => {
+                return Err(io(std::io::Error::other(format!("fork failed: {why}"))));
+            }
+            other => {
+                z.alive.store(false, Ordering::SeqCst);
+                return Err(io(std::io::Error::other(format!(
+                    "no child started for {} ({other:?})",
+                    req.submission.display()
+                ))));
+            }
+        };
+        let mut child = Forked {
+            pid,
+            events: rx,
+            status: None,
+        };
+        let fin = process::watch(&mut child, &staged.limits, start, streams).map_err(io)?;
+        z.waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        Ok(fin)
+    }
+}
+
+impl Executor for ZygoteExecutor {
+    fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
+        let staged = self.base.stage(req, Some(self.staging.path()))?;
+        let z = self.zygote(req)?;
+        let fin = self.launch(&z, req, &staged)?;
+        self.base.finish(req, &staged, fin, z.gaps.clone())
+    }
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        let mut p = self.process.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = p.kill();
+        let _ = p.wait();
+        sandbox::untrack(p.id());
+    }
+}
+
+/// A child the zygote forked: its end is reported on the socket, not by waitpid here.
+struct Forked {
+    pid: i32,
+    events: Receiver<Event>,
+    status: Option<ExitStatus>,
+}
+
+impl Forked {
+    fn next(&mut self, wait: Duration) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            match self.events.recv_timeout(wait) {
+                Ok(Event::Exited(raw)) => self.status = Some(ExitStatus::from_raw(raw)),
+                Ok(Event::Gone) | Err(RecvTimeoutError::Disconnected) => {
+                    // the zygote died: its child was killed with it (or is swept as a stray)
+                    self.status = Some(ExitStatus::from_raw(libc::SIGKILL));
+                }
+                _ => {}
+            }
+        }
+        self.status
+    }
+}
+
+impl Watched for Forked {
+    fn pgid(&self) -> i32 {
+        self.pid
+    }
+    fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        Ok(self.next(Duration::ZERO))
+    }
+    fn wait(&mut self) -> Option<ExitStatus> {
+        self.next(Duration::from_secs(10))
+    }
+}
+
+/// The zygote's messages, routed to whoever waits for each request.
+fn read_events(
+    sock: OwnedFd,
+    waiters: Arc<Mutex<HashMap<u64, Sender<Event>>>>,
+    alive: Arc<std::sync::atomic::AtomicBool>,
+) {
+    while let Ok(msg) = recv(&sock) {
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&msg) else {
+            break;
+        };
+        let (id, event) = if let Some(id) = v["started"].as_u64() {
+            (id, Event::Started(v["pid"].as_i64().unwrap_or(0) as i32))
+        } else if let Some(id) = v["exited"].as_u64() {
+            (id, Event::Exited(v["status"].as_i64().unwrap_or(0) as i32))
+        } else if let Some(id) = v["error"].as_u64() {
+            (id, Event::Failed(v["why"].as_str().unwrap_or("").to_string()))
+        } else {
+            continue;
+        };
+        if let Some(tx) = waiters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+        {
+            let _ = tx.send(event);
+        }
+    }
+    alive.store(false, Ordering::SeqCst);
+    for tx in waiters
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+    {
+        let _ = tx.send(Event::Gone);
+    }
+}
+
+// -- a unix SOCK_SEQPACKET socket pair, messages with descriptors ------------------------------
+
+fn seqpacket_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: socketpair fills two fresh descriptors we then own.
+    let r = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both are ours, open, and owned once each.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn set_timeout(sock: &OwnedFd, t: Option<Duration>) {
+    let tv = t.map_or(
+        libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        |d| libc::timeval {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_usec: d.subsec_micros() as libc::suseconds_t,
+        },
+    );
+    // SAFETY: setsockopt with a timeval we own.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+    }
+}
+
+/// One message; an error at end of file (the zygote is gone) or timeout.
+fn recv(sock: &OwnedFd) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        // SAFETY: recv into a buffer we own, of its length.
+        let n = unsafe {
+            libc::recv(
+                sock.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                0,
+            )
+        };
+        if n > 0 {
+            buf.truncate(n as usize);
+            return Ok(buf);
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// One message carrying `fds` (SCM_RIGHTS): the receiver gets its own copies.
+fn send_with_fds(sock: RawFd, data: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+    let payload = std::mem::size_of_val(fds) as u32;
+    // SAFETY: CMSG_* compute sizes and offsets inside the control buffer sized by CMSG_SPACE
+    // (u64 elements keep it aligned for cmsghdr); sendmsg reads only what msghdr points at.
+    unsafe {
+        let space = libc::CMSG_SPACE(payload) as usize;
+        let mut control = vec![0u64; space.div_ceil(8)];
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(payload) as _;
+        std::ptr::copy_nonoverlapping(
+            fds.as_ptr() as *const u8,
+            libc::CMSG_DATA(cmsg),
+            payload as usize,
+        );
+        if libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
