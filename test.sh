@@ -5,4 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup.sh
+# test-only: the JUnit XML schema validator (tests/batch.rs)
+.venv/bin/python -c 'import xmlschema' 2>/dev/null ||
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check xmlschema
 cargo test --quiet "$@"

@@ -3,8 +3,9 @@
 # `grade exercise` processes and as one `grade batch`, and prints seconds per submission for each,
 # the speed-up, and the grader's own overhead per submission next to one `import torch`.
 #
-#   scripts/bench-batch.sh [N=30] [JOBS=default]
-#   SKIP_COLD=1 scripts/bench-batch.sh     # only the batch, and its verdict check
+#   scripts/bench-batch.sh [N=30] ["JOBS..."=1 … cores]
+#   SKIP_COLD=1 scripts/bench-batch.sh     # only the batches, and their verdict checks
+#   SKIP_FRESH=1                           # skip the batch with a fresh interpreter per run
 #
 # After the batch, every student's outcome is checked: solution copies and the fixtures that
 # expected.yaml lists with `[]` pass, every other submission fails, the empty folder is a
@@ -58,11 +59,10 @@ for f in "${subs[@]}"; do "$GRADE" exercise 04-checkpoint --submission "$f" --de
 cold=$(echo "$(date +%s.%N) - $s" | bc)
 fi
 
-s=$(date +%s.%N)
-"$GRADE" batch "$class" --exercise 04-checkpoint --out "$tmp/out" --device cpu --seed 1 ${JOBS:+--jobs $JOBS} >/dev/null 2>&1 || true
-batch=$(echo "$(date +%s.%N) - $s" | bc)
-
-"$PY" - "$tmp/out/grades.json" "$tmp/expected" <<'PY'
+# one batch per --jobs value (default: 1 and every value up to the cores), then the fresh-interpreter
+# batch (GRADE_ZYGOTE=off) at the default --jobs, for the zygote's share of the speed-up
+check() {
+"$PY" - "$1/grades.json" "$tmp/expected" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))
 want = dict(l.split() for l in open(sys.argv[2]))
@@ -71,8 +71,23 @@ got = {r["student"]: ("no_submission" if r["outcome"] != "graded"
 bad = {s: (want[s], got.get(s)) for s in want if got.get(s) != want[s]}
 print(f"verdicts as expected: {len(want) - len(bad)}/{len(want)}" + (f"; unexpected: {bad}" if bad else ""))
 PY
+}
 echo "submissions: $n (+1 folder without submission), cores: $(nproc)"
 [ -n "${SKIP_COLD:-}" ] ||
-  printf 'cold grade exercise: %.1f s total, %.2f s per submission\n' "$cold" "$(echo "$cold / $n" | bc -l)"
-printf 'grade batch:         %.1f s total, %.2f s per submission\n' "$batch" "$(echo "$batch / $n" | bc -l)"
-[ -n "${SKIP_COLD:-}" ] || printf 'speed-up: %.2fx\n' "$(echo "$cold / $batch" | bc -l)"
+  printf 'cold grade exercise:            %6.1f s total, %.2f s per submission\n' "$cold" "$(echo "$cold / $n" | bc -l)"
+for j in ${JOBS:-$(seq 1 "$(nproc)")}; do
+  s=$(date +%s.%N)
+  "$GRADE" batch "$class" --exercise 04-checkpoint --out "$tmp/out-$j" --device cpu --seed 1 --jobs "$j" >/dev/null 2>&1 || true
+  batch=$(echo "$(date +%s.%N) - $s" | bc)
+  printf 'grade batch --jobs %-2s (zygote): %6.1f s total, %.2f s per submission' "$j" "$batch" "$(echo "$batch / $n" | bc -l)"
+  [ -n "${SKIP_COLD:-}" ] || printf ', speed-up %.2fx' "$(echo "$cold / $batch" | bc -l)"
+  printf '; '; check "$tmp/out-$j"
+done
+if [ -z "${SKIP_FRESH:-}" ]; then
+  s=$(date +%s.%N)
+  GRADE_ZYGOTE=off "$GRADE" batch "$class" --exercise 04-checkpoint --out "$tmp/out-fresh" --device cpu --seed 1 --jobs 1 >/dev/null 2>&1 || true
+  batch=$(echo "$(date +%s.%N) - $s" | bc)
+  printf 'grade batch --jobs 1  (fresh interpreter per run, GRADE_ZYGOTE=off): %.1f s total, %.2f s per submission' "$batch" "$(echo "$batch / $n" | bc -l)"
+  [ -n "${SKIP_COLD:-}" ] || printf ', speed-up %.2fx' "$(echo "$cold / $batch" | bc -l)"
+  printf '; '; check "$tmp/out-fresh"
+fi

@@ -146,6 +146,34 @@ fn expected_outcomes(out: &Path) {
     assert_eq!(rows, want);
 }
 
+/// `junit.xml` against the JUnit XML schema (tests/fixtures/junit/junit.xsd), with the Python
+/// `xmlschema` package test.sh installs; a copy with a testcase's required `name` removed must
+/// be refused, so the validation can fail.
+fn validate_junit(xml: &Path) {
+    let script = r#"
+import sys, xmlschema
+schema = xmlschema.XMLSchema(sys.argv[1])
+schema.validate(sys.argv[2])
+text = open(sys.argv[2], encoding="utf-8").read()
+broken = text.replace("<testcase name=", "<testcase title=", 1)
+assert broken != text and not schema.is_valid(broken), "the schema must refuse a nameless testcase"
+print("junit.xml valid")
+"#;
+    let o = Command::new(root().join(".venv/bin/python"))
+        .arg("-c")
+        .arg(script)
+        .arg(root().join("tests/fixtures/junit/junit.xsd"))
+        .arg(xml)
+        .output()
+        .expect("the test venv's python (test.sh installs xmlschema)");
+    assert!(
+        o.status.success(),
+        "junit.xml does not validate: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 fn check_exporters(out: &Path) {
     // grades.csv: a header and one row per student
     let csv = std::fs::read_to_string(out.join("grades.csv")).unwrap();
@@ -178,6 +206,7 @@ fn check_exporters(out: &Path) {
         }
     }
     // JUnit: testsuites > testsuite (one per student) > testcase (one per criterion), with failures
+    validate_junit(&out.join("junit.xml"));
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     let mut reader = quick_xml::Reader::from_str(&xml);
     let (mut suites, mut cases, mut failures, mut roots) = (0, 0, 0, 0);
@@ -534,8 +563,8 @@ fn diff_of_a_regrade() {
     insta::assert_snapshot!(String::from_utf8_lossy(&o.stdout));
 }
 
-/// Every student of the hostile suite (tests/fixtures/hostile/) in one class with two ordinary
-/// students, graded in one batch: each attack fails every criterion, and the ordinary students'
+/// Every student of the hostile suite (tests/fixtures/hostile/) in one class with three ordinary
+/// students, graded in one batch (runs forked from one warm interpreter): each attack fails every criterion, and the ordinary students'
 /// rows (outcome, seed, key, every verdict) are exactly those of a batch without the attackers;
 /// nothing an attacker started outlives the batch.
 #[test]
@@ -545,9 +574,11 @@ fn hostile_students_do_not_change_other_rows() {
     let tmp = tempfile::tempdir().unwrap();
     let (class, control) = (tmp.path().join("class"), tmp.path().join("control"));
     for dir in [&class, &control] {
+        // graded before and after the attackers (ids sort): a zygote an attacker broke would show
         for (id, src) in [
             ("a-sol", "solutions/04-checkpoint/exercise.py"),
             ("b-wrong", "tests/fixtures/04-checkpoint/wrong_when_on.py"),
+            ("z-sol", "solutions/04-checkpoint/exercise.py"),
         ] {
             std::fs::create_dir_all(dir.join(id)).unwrap();
             std::fs::copy(r.join(src), dir.join(id).join("exercise.py")).unwrap();
@@ -566,7 +597,7 @@ fn hostile_students_do_not_change_other_rows() {
             attackers.push(id);
         }
     }
-    assert!(attackers.len() >= 12, "{attackers:?}");
+    assert!(attackers.len() >= 14, "{attackers:?}");
     let (out, out_control) = (tmp.path().join("out"), tmp.path().join("out-control"));
     let o = batch(&class, &out, &["--timeout", "15", "--jobs", "1"]);
     assert_eq!(
@@ -592,6 +623,12 @@ fn hostile_students_do_not_change_other_rows() {
         "the ordinary students' rows changed when graded beside the attackers"
     );
     assert!(control_rows[0].starts_with("a-sol graded") && !control_rows[0].contains("=FAIL"));
+    assert!(control_rows[2].starts_with("z-sol graded") && !control_rows[2].contains("=FAIL"));
+    // in a batch, neighbours are runs forked from the same warm interpreter: out of reach
+    let siblings = json(&out.join("records/04-checkpoint/x-attack_siblings.json"));
+    let tail = siblings["stderr_tail"].as_str().unwrap();
+    assert_eq!(tail.matches(": refused: ").count(), 2, "{tail}");
+    assert!(!tail.contains("succeeded"), "{tail}");
     let g = json(&out.join("grades.json"));
     for row in g["grades"].as_array().unwrap() {
         let student = row["student"].as_str().unwrap();
@@ -611,4 +648,66 @@ fn hostile_students_do_not_change_other_rows() {
             .unwrap_or(false)
     });
     assert!(!daemon_alive, "the daemon student outlived the batch");
+}
+
+/// `--all`: one student hands in all six solutions (files named `NN-name.py`), another all six
+/// starters; every exercise is graded for both (forked from one warm interpreter, two at once):
+/// every solution passes, every starter fails, and the summary table has a column per exercise.
+#[test]
+fn all_exercises_in_one_batch() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
+    let r = root();
+    let tmp = tempfile::tempdir().unwrap();
+    let class = tmp.path().join("class");
+    let ids = [
+        "01-metrics",
+        "02-profiler",
+        "03-memory",
+        "04-checkpoint",
+        "05-compile",
+        "06-sync",
+    ];
+    for (student, from) in [("sol", "solutions"), ("start", "exercises")] {
+        std::fs::create_dir_all(class.join(student)).unwrap();
+        for id in ids {
+            std::fs::copy(
+                r.join(format!("{from}/{id}/exercise.py")),
+                class.join(student).join(format!("{id}.py")),
+            )
+            .unwrap();
+        }
+    }
+    let out = tmp.path().join("out");
+    let o = grade(&[
+        "batch",
+        s(&class),
+        "--all",
+        "--out",
+        s(&out),
+        "--seed",
+        "5",
+        "--jobs",
+        "2",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for id in ids {
+        assert!(stdout.contains(id), "a column for {id}: {stdout}");
+        for (student, passes) in [("sol", true), ("start", false)] {
+            let rec = json(&out.join(format!("records/{id}/{student}.json")));
+            let failed = rec["summary"]["failed"].as_u64().unwrap();
+            assert_eq!(
+                failed == 0,
+                passes,
+                "{student} {id}: {failed} failed; run_failure {}; {}",
+                rec["run_failure"],
+                rec["stderr_tail"]
+            );
+        }
+    }
 }

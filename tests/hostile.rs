@@ -240,3 +240,17 @@ fn results_cannot_be_rewritten_after_the_driver_wrote_them() {
         reason(&g)
     );
 }
+
+#[test]
+fn neighbours_and_the_parent_are_out_of_reach() {
+    let _shared = EXCLUSIVE.read().unwrap();
+    let g = grade("attack_siblings", &[]);
+    assert!(
+        reason(&g).contains("attack_siblings: no answer"),
+        "{}",
+        reason(&g)
+    );
+    let tail = stderr(&g);
+    assert_eq!(tail.matches(": refused: ").count(), 2, "{tail}");
+    assert!(!tail.contains("succeeded"), "{tail}");
+}

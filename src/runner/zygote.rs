@@ -162,7 +162,10 @@ impl ZygoteExecutor {
         set_timeout(&ours, Some(READY_TIMEOUT));
         let first = recv(&ours);
         set_timeout(&ours, None);
-        match first.as_deref().map(serde_json::from_slice::<serde_json::Value>) {
+        match first
+            .as_deref()
+            .map(serde_json::from_slice::<serde_json::Value>)
+        {
             Ok(Ok(v)) if v["ready"] == true => {}
             _ => {
                 let _ = child.kill();
@@ -343,24 +346,19 @@ fn read_events(
         } else if let Some(id) = v["exited"].as_u64() {
             (id, Event::Exited(v["status"].as_i64().unwrap_or(0) as i32))
         } else if let Some(id) = v["error"].as_u64() {
-            (id, Event::Failed(v["why"].as_str().unwrap_or("").to_string()))
+            (
+                id,
+                Event::Failed(v["why"].as_str().unwrap_or("").to_string()),
+            )
         } else {
             continue;
         };
-        if let Some(tx) = waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&id)
-        {
+        if let Some(tx) = waiters.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
             let _ = tx.send(event);
         }
     }
     alive.store(false, Ordering::SeqCst);
-    for tx in waiters
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .values()
-    {
+    for tx in waiters.lock().unwrap_or_else(|e| e.into_inner()).values() {
         let _ = tx.send(Event::Gone);
     }
 }
