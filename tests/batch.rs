@@ -711,3 +711,113 @@ fn all_exercises_in_one_batch() {
         }
     }
 }
+
+/// The class of issue 8, in CI: 30 lesson-04 submissions (every fixture of
+/// tests/fixtures/04-checkpoint, two hostile ones, solution copies) and a folder with no
+/// submission, graded by one
+/// `grade batch --jobs 2` on the warm interpreter. Every fixture fails exactly the criteria its
+/// expected.yaml lists (a `[]` fixture passes), every solution copy passes, every hostile one
+/// fails, the empty folder is "no submission". (scripts/bench-batch.sh times the same class
+/// against 30 cold `grade exercise` runs.)
+#[test]
+fn a_class_of_thirty() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
+    let r = root();
+    let tmp = tempfile::tempdir().unwrap();
+    let class = tmp.path().join("class");
+    let expected: std::collections::BTreeMap<String, serde_yaml::Value> = serde_yaml::from_str(
+        &std::fs::read_to_string(r.join("tests/fixtures/04-checkpoint/expected.yaml")).unwrap(),
+    )
+    .unwrap();
+    // fixture stem -> criteria it must fail on CPU (list form, or {fail, cpu})
+    let must_fail = |stem: &str| -> Vec<String> {
+        let v = &expected[stem];
+        let list = |v: &serde_yaml::Value| -> Vec<String> {
+            v.as_sequence()
+                .map(|s| s.iter().map(|x| x.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default()
+        };
+        let mut ids = if v.is_sequence() {
+            list(v)
+        } else {
+            let mut ids = list(&v["fail"]);
+            ids.extend(list(&v["cpu"]));
+            ids
+        };
+        ids.sort();
+        ids
+    };
+    // (student, submission, the criteria it must fail; None: fails, which ones aside)
+    let mut want: Vec<(String, PathBuf, Option<Vec<String>>)> = Vec::new();
+    let mut fixtures: Vec<String> = std::fs::read_dir(r.join("tests/fixtures/04-checkpoint"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".py")
+                .map(String::from)
+        })
+        .collect();
+    fixtures.sort();
+    for (i, stem) in fixtures.iter().enumerate() {
+        want.push((
+            format!("f{i:02}-{stem}"),
+            r.join(format!("tests/fixtures/04-checkpoint/{stem}.py")),
+            Some(must_fail(stem)),
+        ));
+    }
+    for hostile in ["read_solution", "segfault"] {
+        want.push((
+            format!("h-{hostile}"),
+            r.join(format!("tests/fixtures/hostile/{hostile}.py")),
+            None,
+        ));
+    }
+    while want.len() < 30 {
+        want.push((
+            format!("s{:02}", want.len()),
+            r.join("solutions/04-checkpoint/exercise.py"),
+            Some(Vec::new()),
+        ));
+    }
+    for (id, src, _) in &want {
+        std::fs::create_dir_all(class.join(id)).unwrap();
+        std::fs::copy(src, class.join(id).join("exercise.py")).unwrap();
+    }
+    std::fs::create_dir_all(class.join("zz-empty")).unwrap();
+    let out = tmp.path().join("out");
+    let o = batch(&class, &out, &["--jobs", "2"]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut wrong = Vec::new();
+    for (id, _, fails) in &want {
+        let rec = json(&out.join(format!("records/04-checkpoint/{id}.json")));
+        let mut failed: Vec<String> = rec["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["status"] == "FAIL")
+            .map(|v| v["id"].as_str().unwrap().to_string())
+            .collect();
+        failed.sort();
+        let ok = match fails {
+            Some(f) => &failed == f,
+            None => !failed.is_empty(),
+        };
+        if !ok {
+            wrong.push(format!(
+                "{id}: failed {failed:?}, expected {fails:?}; run_failure {}",
+                rec["run_failure"]
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let empty = json(&out.join("records/04-checkpoint/zz-empty.json"));
+    assert_eq!(empty["outcome"], "no_submission");
+    assert_eq!(want.len(), 30, "30 submissions (and one empty folder)");
+}
