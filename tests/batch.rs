@@ -821,3 +821,82 @@ fn a_class_of_thirty() {
     assert_eq!(empty["outcome"], "no_submission");
     assert_eq!(want.len(), 30, "30 submissions (and one empty folder)");
 }
+
+/// The warm interpreter killed in the middle of a batch (as a submission could on a kernel
+/// without Landlock signal scoping): the run it was serving is graded again on a fresh one, so no
+/// student gets a verdict for the grader's failure and none is lost.
+#[test]
+fn a_killed_zygote_costs_no_verdict() {
+    use std::io::BufRead;
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let class = tmp.path().join("class");
+    for i in 1..=4 {
+        std::fs::create_dir_all(class.join(format!("s{i}"))).unwrap();
+        std::fs::copy(
+            root().join("solutions/04-checkpoint/exercise.py"),
+            class.join(format!("s{i}/exercise.py")),
+        )
+        .unwrap();
+    }
+    let out = tmp.path().join("out");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args([
+            "batch",
+            s(&class),
+            "--exercise",
+            "04-checkpoint",
+            "--out",
+            s(&out),
+        ])
+        .args(["--seed", "3", "--jobs", "1", "--device", "cpu"])
+        .env("GRADE_ROOT", root())
+        .env_remove("GRADE_PYTHON")
+        .env("CI", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let grader = child.id() as i32;
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut killed = None;
+    let mut log = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        log.push(line.clone());
+        if line.starts_with("[1/4]") {
+            // the next run is starting or running on the zygote: kill the zygote
+            std::thread::sleep(Duration::from_millis(300));
+            for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                    continue;
+                };
+                let ppid: i32 = stat[stat.rfind(')').unwrap() + 2..]
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                if ppid == grader && String::from_utf8_lossy(&cmd).contains("zygote.py") {
+                    let pid: i32 = e.file_name().to_str().unwrap().parse().unwrap();
+                    assert!(Command::new("kill")
+                        .args(["-9", &pid.to_string()])
+                        .status()
+                        .unwrap()
+                        .success());
+                    killed = Some(pid);
+                }
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    assert!(killed.is_some(), "found the zygote: {log:?}");
+    assert_eq!(status.code(), Some(0), "everyone passes: {log:?}");
+    let g = json(&out.join("grades.json"));
+    let rows = g["grades"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{g}");
+    for r in rows {
+        assert_eq!(r["summary"]["failed"], 0, "{r}");
+    }
+}

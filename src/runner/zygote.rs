@@ -198,12 +198,13 @@ impl ZygoteExecutor {
     }
 
     /// Start one staged run as a fork of the zygote and watch it like any run.
+    /// `None`: the zygote was gone (or hung) before or while the run went on.
     fn launch(
         &self,
         z: &Zygote,
         req: &RunRequest,
         staged: &Staged,
-    ) -> Result<Finished, GradeError> {
+    ) -> Result<Option<Finished>, GradeError> {
         let id = z.next.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = channel();
         z.waiters
@@ -249,41 +250,64 @@ impl ZygoteExecutor {
             )
         };
         drop((out_w, err_w, res_w)); // only the child keeps the write ends
-        sent.map_err(io)?;
+        let forget = || {
+            z.waiters
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+        };
+        if sent.is_err() {
+            forget();
+            return Ok(None); // the zygote is gone
+        }
         let streams = Streams::from_files(out_r, err_r, res_r);
         let pid = match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(Event::Started(pid)) => pid,
             Ok(Event::Failed(why)) => {
-                return Err(io(std::io::Error::other(format!("fork failed: {why}"))));
-            }
-            other => {
-                z.alive.store(false, Ordering::SeqCst);
+                forget();
                 return Err(io(std::io::Error::other(format!(
-                    "no child started for {} ({other:?})",
+                    "fork failed for {}: {why}",
                     req.submission.display()
                 ))));
+            }
+            _ => {
+                forget(); // gone, or hung: a fresh zygote next time
+                return Ok(None);
             }
         };
         let mut child = Forked {
             pid,
             events: rx,
             status: None,
+            gone: false,
         };
         let fin = process::watch(&mut child, &staged.limits, start, streams).map_err(io)?;
-        z.waiters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        Ok(fin)
+        forget();
+        // the zygote died under this run (its child was then killed with its group): the run
+        // says nothing about the submission
+        Ok((!child.gone).then_some(fin))
     }
 }
 
 impl Executor for ZygoteExecutor {
+    /// A run whose zygote died under it is run again on a fresh one, once; twice is an error
+    /// (the grader cannot grade), never a verdict against the student.
     fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
-        let staged = self.base.stage(req, Some(self.staging.path()))?;
-        let z = self.zygote(req)?;
-        let fin = self.launch(&z, req, &staged)?;
-        self.base.finish(req, &staged, fin, z.gaps.clone())
+        for _attempt in 0..2 {
+            let staged = self.base.stage(req, Some(self.staging.path()))?;
+            let z = self.zygote(req)?;
+            if let Some(fin) = self.launch(&z, req, &staged)? {
+                return self.base.finish(req, &staged, fin, z.gaps.clone());
+            }
+            z.alive.store(false, Ordering::SeqCst);
+        }
+        Err(GradeError::Python {
+            path: self.base.python.clone(),
+            reason: format!(
+                "the warm interpreter died twice while grading {} (GRADE_ZYGOTE=off grades with a fresh interpreter per run)",
+                req.submission.display()
+            ),
+        })
     }
 }
 
@@ -301,6 +325,8 @@ struct Forked {
     pid: i32,
     events: Receiver<Event>,
     status: Option<ExitStatus>,
+    /// The zygote died before reporting this child's end.
+    gone: bool,
 }
 
 impl Forked {
@@ -309,7 +335,8 @@ impl Forked {
             match self.events.recv_timeout(wait) {
                 Ok(Event::Exited(raw)) => self.status = Some(ExitStatus::from_raw(raw)),
                 Ok(Event::Gone) | Err(RecvTimeoutError::Disconnected) => {
-                    // the zygote died: its child was killed with it (or is swept as a stray)
+                    // the zygote died: its orphaned child is killed with its group by `watch`
+                    self.gone = true;
                     self.status = Some(ExitStatus::from_raw(libc::SIGKILL));
                 }
                 _ => {}
