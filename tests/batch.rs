@@ -903,3 +903,109 @@ fn a_killed_zygote_costs_no_verdict() {
         assert_eq!(r["summary"]["failed"], 0, "{r}");
     }
 }
+
+/// The cluster examples run as written, locally: `examples/slurm/grade-array.sbatch` as three
+/// array tasks (SLURM_ARRAY_TASK_ID 1–3 of 3) and the Kubernetes Job's command for each of its
+/// eight completion indexes (JOB_COMPLETION_INDEX 0–7), each into its own shared `--out`; then
+/// `grade gradebook` assembles each, and both equal one uninterrupted batch.
+#[test]
+fn cluster_examples_run_locally() {
+    let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
+    let r = root();
+    let tmp = tempfile::tempdir().unwrap();
+    let class = tmp.path().join("class");
+    for (id, src) in [
+        ("ann", "exercises/04-checkpoint/exercise.py"),
+        ("ben", "tests/fixtures/hostile/segfault.py"),
+        ("cat", "exercises/04-checkpoint/exercise.py"),
+        ("dan", "tests/fixtures/robustness/crash_on_import.py"),
+    ] {
+        std::fs::create_dir_all(class.join(id)).unwrap();
+        std::fs::copy(r.join(src), class.join(id).join("exercise.py")).unwrap();
+    }
+    std::fs::create_dir_all(class.join("eve")).unwrap(); // no submission
+                                                         // the examples call `./grade`: a folder whose ./grade is this build
+    let work = tmp.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_grade"), work.join("grade")).unwrap();
+    let run = |script: &str, args: &[&str], env: &[(&str, String)]| {
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .arg("example")
+            .args(args)
+            .current_dir(&work)
+            .env("GRADE_ROOT", &r)
+            .env_remove("GRADE_PYTHON")
+            .env("CI", "1")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{script}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    // Slurm: the batch script itself, as three array tasks
+    let sbatch = std::fs::read_to_string(r.join("examples/slurm/grade-array.sbatch")).unwrap();
+    let slurm_out = tmp.path().join("slurm");
+    for k in 1..=3 {
+        run(
+            &sbatch,
+            &[s(&class), s(&slurm_out), "04-checkpoint"],
+            &[
+                ("SLURM_ARRAY_TASK_COUNT", "3".into()),
+                ("SLURM_ARRAY_TASK_ID", k.to_string()),
+                ("GRADE_DEVICE", "cpu".into()),
+            ],
+        );
+    }
+    // Kubernetes: the container's command, with the Job's paths mapped to this test's folders
+    let job: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(r.join("examples/k8s/grade-job.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    let completions = job["spec"]["completions"].as_u64().unwrap();
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    let k8s_out = tmp.path().join("k8s");
+    let command = container["args"][0]
+        .as_str()
+        .unwrap()
+        .replace("/class", s(&class))
+        .replace("/grades", s(&k8s_out))
+        .replace("./grade batch ", "./grade batch --device cpu ");
+    for index in 0..completions {
+        run(
+            &command,
+            &[],
+            &[("JOB_COMPLETION_INDEX", index.to_string())],
+        );
+    }
+    // one uninterrupted batch with the examples' seed
+    let whole = tmp.path().join("whole");
+    let o = grade(&[
+        "batch",
+        s(&class),
+        "--exercise",
+        "04-checkpoint",
+        "--out",
+        s(&whole),
+        "--seed",
+        "20261129",
+        "--device",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    for out in [&slurm_out, &k8s_out] {
+        let o = grade(&["gradebook", s(out)]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "every student has a record: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(essence(out), essence(&whole), "{}", out.display());
+    }
+}
