@@ -40,7 +40,7 @@ struct Zygote {
     process: Mutex<std::process::Child>,
     waiters: Arc<Mutex<HashMap<u64, Sender<Event>>>>,
     next: AtomicU64,
-    /// Serialises requests: each one's `started` comes back before the next is sent.
+    /// One request at a time on the socket (each is one message with its descriptors).
     send: Mutex<()>,
     gaps: Vec<Text>,
     alive: Arc<std::sync::atomic::AtomicBool>,
