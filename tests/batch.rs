@@ -28,6 +28,12 @@ fn grade(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// Student `id` of `class` hands in `src` as `id/exercise.py`.
+fn hand_in(class: &Path, id: &str, src: &Path) {
+    std::fs::create_dir_all(class.join(id)).unwrap();
+    std::fs::copy(src, class.join(id).join("exercise.py")).unwrap();
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -581,8 +587,7 @@ fn hostile_students_do_not_change_other_rows() {
             ("b-wrong", "tests/fixtures/04-checkpoint/wrong_when_on.py"),
             ("z-sol", "solutions/04-checkpoint/exercise.py"),
         ] {
-            std::fs::create_dir_all(dir.join(id)).unwrap();
-            std::fs::copy(r.join(src), dir.join(id).join("exercise.py")).unwrap();
+            hand_in(dir, id, &r.join(src));
         }
     }
     let mut attackers = Vec::new();
@@ -593,8 +598,7 @@ fn hostile_students_do_not_change_other_rows() {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(stem) = name.strip_suffix(".py") {
             let id = format!("x-{stem}");
-            std::fs::create_dir_all(class.join(&id)).unwrap();
-            std::fs::copy(e.path(), class.join(&id).join("exercise.py")).unwrap();
+            hand_in(&class, &id, &e.path());
             attackers.push(id);
         }
     }
@@ -785,8 +789,7 @@ fn a_class_of_thirty() {
         ));
     }
     for (id, src, _) in &want {
-        std::fs::create_dir_all(class.join(id)).unwrap();
-        std::fs::copy(src, class.join(id).join("exercise.py")).unwrap();
+        hand_in(&class, id, src);
     }
     std::fs::create_dir_all(class.join("zz-empty")).unwrap();
     let out = tmp.path().join("out");
@@ -835,12 +838,11 @@ fn a_killed_zygote_costs_no_verdict() {
     let tmp = tempfile::tempdir().unwrap();
     let class = tmp.path().join("class");
     for i in 1..=4 {
-        std::fs::create_dir_all(class.join(format!("s{i}"))).unwrap();
-        std::fs::copy(
-            root().join("solutions/04-checkpoint/exercise.py"),
-            class.join(format!("s{i}/exercise.py")),
-        )
-        .unwrap();
+        hand_in(
+            &class,
+            &format!("s{i}"),
+            &root().join("solutions/04-checkpoint/exercise.py"),
+        );
     }
     let out = tmp.path().join("out");
     let mut child = Command::new(env!("CARGO_BIN_EXE_grade"))
@@ -920,8 +922,7 @@ fn cluster_examples_run_locally() {
         ("cat", "exercises/04-checkpoint/exercise.py"),
         ("dan", "tests/fixtures/robustness/crash_on_import.py"),
     ] {
-        std::fs::create_dir_all(class.join(id)).unwrap();
-        std::fs::copy(r.join(src), class.join(id).join("exercise.py")).unwrap();
+        hand_in(&class, id, &r.join(src));
     }
     std::fs::create_dir_all(class.join("eve")).unwrap(); // no submission
                                                          // the examples call `./grade`: a folder whose ./grade is this build

@@ -28,7 +28,6 @@ import signal
 import socket
 import sys
 
-ENV_BROKEN = 4
 # What torch imports lazily on first use, paid once here instead of in every child: the first
 # non-reentrant checkpoint() pulls in dynamo (sympy, ~900 modules, ~0.9 s); lesson 02 the
 # profiler. Not inductor: importing it fixes its cache paths from this process's environment,
@@ -142,7 +141,7 @@ def main():
     except ImportError as e:
         print(f"grade zygote: {e}", file=sys.stderr)
         sys.stderr.flush()
-        os._exit(ENV_BROKEN)
+        os._exit(driver.ENV_BROKEN)  # as a fresh driver would
     torch.set_num_threads(1)
     for name in WARM_MODULES:  # imports only: no op runs, no thread starts
         try:

@@ -3,6 +3,7 @@
 //! resident-memory watchdog that also holds on CUDA), and stdout/stderr captured as capped tails.
 use super::sandbox::{self, Prepared};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -145,16 +146,39 @@ fn collect((tail, handle): (Arc<Mutex<Tail>>, JoinHandle<()>)) -> Tail {
     t
 }
 
-/// A pipe for the results channel: (read end, write end), both close-on-exec in the grader.
-fn results_pipe() -> std::io::Result<(std::fs::File, i32)> {
+/// A pipe: (read end, write end), both close-on-exec in the grader.
+pub fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
     use std::os::fd::FromRawFd;
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 fills two fresh descriptors we own from here on.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    // SAFETY: fds[0] is ours and open; the File closes it.
-    Ok((unsafe { std::fs::File::from_raw_fd(fds[0]) }, fds[1]))
+    // SAFETY: both are ours and open; each File closes its own.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// In a child between fork and exec: make `fd` descriptor `target`, kept open across exec
+/// (dup2 clears close-on-exec; when `fd` already is `target`, the flag is cleared by hand). Call
+/// it after the sandbox is applied: `target` may be the sandbox's ruleset until then.
+///
+/// # Safety
+/// Only between fork and exec (async-signal-safe system calls on descriptors of this process).
+pub unsafe fn inherit_as(fd: i32, target: i32) -> std::io::Result<()> {
+    let r = if fd == target {
+        libc::fcntl(target, libc::F_SETFD, 0)
+    } else {
+        libc::dup2(fd, target)
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Read the results channel to its end on a thread, keeping at most `RESULTS_MAX` bytes.
@@ -222,7 +246,8 @@ pub fn run(
 ) -> std::io::Result<Finished> {
     let (data, fsize) = (limits.data_bytes, limits.file_bytes);
     let mut sandbox = sandbox;
-    let (results_rx, results_w) = results_pipe()?;
+    let (results_rx, results_w) = pipe()?;
+    let results_fd = results_w.as_raw_fd();
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -248,24 +273,13 @@ pub fn run(
             if let Some(sb) = sandbox.as_mut() {
                 sb.apply_in_child()?;
             }
-            // last (fd 3 may be the sandbox's ruleset until it is applied): the results channel
-            // becomes fd 3 (dup2 clears close-on-exec; if the pipe already
-            // is fd 3, clear the flag by hand)
-            if results_w == RESULTS_FD {
-                libc::fcntl(RESULTS_FD, libc::F_SETFD, 0);
-            } else if libc::dup2(results_w, RESULTS_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
+            inherit_as(results_fd, RESULTS_FD) // last: after the sandbox
         });
     }
     sandbox::become_subreaper();
     let start = Instant::now();
     let spawned = sandbox::spawn_tracked(&mut cmd);
-    // SAFETY: the write end is ours; only the child (and its descendants) keep a copy.
-    unsafe {
-        libc::close(results_w);
-    }
+    drop(results_w); // only the child (and its descendants) keep the write end
     let mut child = spawned?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = writeln!(stdin, "{stdin_line}");
@@ -321,14 +335,6 @@ impl Streams {
             results: drain_results(results),
         }
     }
-}
-
-/// A pipe: (read end, write end), both close-on-exec.
-pub fn pipe() -> std::io::Result<(std::fs::File, std::fs::File)> {
-    use std::os::fd::FromRawFd;
-    let (r, w) = results_pipe()?;
-    // SAFETY: `w` is a fresh descriptor we own; the File closes it.
-    Ok((r, unsafe { std::fs::File::from_raw_fd(w) }))
 }
 
 /// Watch a started run to its end: the timeout and the memory watchdog kill its whole group;

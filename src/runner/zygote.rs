@@ -11,7 +11,7 @@ use crate::error::GradeError;
 use crate::i18n::Text;
 use anyhow::Context;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -90,7 +90,7 @@ impl ZygoteExecutor {
         std::fs::write(&driver_py, super::DRIVER_PY).context("writing the driver")?;
         std::fs::write(root.join("lib.py"), super::LIB_PY).context("writing lib.py")?;
         let (ours, theirs) = seqpacket_pair().context("creating the zygote's socket")?;
-        let theirs_fd = theirs.into_raw_fd();
+        let theirs_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(&self.base.python);
         cmd.arg("-I")
             .arg("-B")
@@ -132,18 +132,12 @@ impl ZygoteExecutor {
                 if let Some(sb) = prepared.as_mut() {
                     sb.apply_in_child()?;
                 }
-                if libc::dup2(theirs_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
+                process::inherit_as(theirs_fd, 3) // the socket is the zygote's fd 3
             });
         }
         sandbox::become_subreaper();
         let spawned = sandbox::spawn_tracked(&mut cmd);
-        // SAFETY: our copy of the zygote's end; the zygote has its own.
-        unsafe {
-            libc::close(theirs_fd);
-        }
+        drop(theirs); // the zygote has its own copy
         let mut child = spawned.map_err(|e| python_err(format!("could not start: {e}")))?;
         let stderr = child.stderr.take().expect("stderr piped");
         let err_tail = Arc::new(Mutex::new(String::new()));
