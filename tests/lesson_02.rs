@@ -225,7 +225,7 @@ fn ranking_reports_a_missing_list() {
 #[test]
 fn ranking_spec_errors() {
     let ex = exercise();
-    let dir = tempfile_dir();
+    let dir = tempfile::tempdir().unwrap(); // removed when the test ends
     for (yaml, msg) in [
         (
             "{ranking: {actual: a, expected: e, within: 5}}",
@@ -236,7 +236,7 @@ fn ranking_spec_errors() {
             "the tolerance must be a number ≥ 0",
         ),
     ] {
-        let path = dir.join("r.yaml");
+        let path = dir.path().join("r.yaml");
         std::fs::write(
             &path,
             format!("exercise: {ID}\ncriteria:\n  - id: x\n    title: {{zh: x, en: x}}\n    check: {yaml}\n"),
@@ -245,12 +245,6 @@ fn ranking_spec_errors() {
         let err = Rubric::load(&path, &ex).unwrap_err().to_string();
         assert!(err.contains(msg), "{err}");
     }
-}
-
-fn tempfile_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("grade-lesson02-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 // ------------------------------------------------- profiler windows read as timed windows
