@@ -50,6 +50,10 @@ pub struct Observations {
     pub traces: BTreeMap<String, Vec<Event>>,
     #[serde(default)]
     pub driver_s: f64,
+    /// The static audit's findings (a list; `src/driver/audit.py`), sent before the import, so
+    /// kept even when the run crashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Value>,
 }
 
 /// Why a value is absent, and the probe whose failure blocked it (reported once, not per criterion).

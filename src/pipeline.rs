@@ -83,8 +83,10 @@ pub fn grade(
     // 4. reference: the grader's own answer in libtorch
     let mut tensors = std::mem::take(&mut run.tensors);
     tensors.extend(reference::compute(&exercise.model, &work));
+    let mut obs = run.obs.unwrap_or_default();
+    obs.audit = obs.audit.take().or(run.audit.take()); // kept when the run crashed
     let evidence = Evidence {
-        obs: run.obs.unwrap_or_default(),
+        obs,
         tensors,
         run_failure: run.failure.take(),
     };

@@ -1,6 +1,7 @@
 //! The rubric engine: evaluates each criterion's check against the evidence of one run and
 //! returns verdicts. One file per check kind; this file dispatches and formats numbers.
 pub mod answer;
+pub mod audit;
 pub mod break_even;
 pub mod close;
 pub mod growth;
@@ -109,6 +110,7 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Range(r) => range::evaluate(r, env),
         Check::Trace(t) => trace::evaluate(t, env),
         Check::Answer(a) => answer::evaluate(a, env),
+        Check::Audit(_) => audit::evaluate(env),
         Check::Reproducible(r) => reproducible::evaluate(r, env),
         Check::Ranking(r) => ranking::evaluate(r, env),
         Check::Series(s) => series::evaluate(s, env),
@@ -137,6 +139,15 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
                 blocked_by: failed.iter().find_map(|o| o.blocked_by.clone()),
             }
         }
+    }
+}
+
+/// The failed `audit` inside `check` (itself or under `all`), if any.
+fn audit_failure(check: &Check, env: &Env) -> Option<Outcome> {
+    match check {
+        Check::Audit(_) => Some(audit::evaluate(env)).filter(|o| !o.pass),
+        Check::All(checks) => checks.iter().find_map(|c| audit_failure(c, env)),
+        _ => None,
     }
 }
 
@@ -169,7 +180,17 @@ pub fn grade(rubric: &Rubric, env: &Env, device: Device) -> Vec<Verdict> {
                 (Status::Skip, out)
             } else {
                 let out = match &env.evidence.run_failure {
-                    Some(f) => Outcome::missing(f.clone(), "—"),
+                    // the audit left before the import: it is judged even when the run failed
+                    Some(f) => match audit_failure(&c.check, env) {
+                        Some(found) => Outcome {
+                            why: Text::new(
+                                format!("{}；{}", found.why.zh, f.zh),
+                                format!("{}; {}", found.why.en, f.en),
+                            ),
+                            ..found
+                        },
+                        None => Outcome::missing(f.clone(), "—"),
+                    },
                     None => evaluate(&c.check, env),
                 };
                 (if out.pass { Status::Pass } else { Status::Fail }, out)

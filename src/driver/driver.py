@@ -22,22 +22,109 @@ class ProbeFailed(Exception):
     """A probe cannot go on; the message says why (it becomes the criterion's reason)."""
 
 
-class Ctx:
-    """What a scenario gets: the job, torch, the submission, and places to put observations."""
+class _Channel:
+    """The results channel (fd `results_fd` of the job, a pipe the grader reads while the run goes
+    on). Every record leaves the process the moment it is made, so nothing recorded can be
+    rewritten later; the grader, not this process, assembles them. Protocol (version 2):
 
-    def __init__(self, job, nonce):
+        GRADE-RESULTS 2 <nonce>\n                    once, before the submission is imported
+        J <bytes>\n<json>                            a record: ["metric", key, value],
+                                                     ["event", stream, fields], ["trace", name, stream],
+                                                     ["rows", name, [rows]], ["row", name, row],
+                                                     ["probe", name, record], ["audit", findings]
+        T <bytes>\n<safetensors>                     one named tensor
+        END <records> <driver seconds>\n             last: how many records came before
+
+    A key, trace name, tensor or probe end written twice, bytes after `END`, or a count that does
+    not match fail the run on the grader's side."""
+
+    def __init__(self, fd, nonce):
+        self.fd = fd
+        self.sent = 0
+        self._put(b"GRADE-RESULTS 2 %s\n" % nonce.encode())
+
+    def _put(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def record(self, *rec):
+        try:
+            doc = json.dumps(rec, allow_nan=False, separators=(",", ":"))
+        except (ValueError, TypeError):
+            doc = json.dumps(_plain(rec), allow_nan=False, separators=(",", ":"))
+        data = doc.encode()
+        self._put(b"J %d\n" % len(data) + data)
+        self.sent += 1
+
+    def tensor(self, name, t):
+        from safetensors.torch import save
+
+        blob = save({name: t})
+        self._put(b"T %d\n" % len(blob) + blob)
+        self.sent += 1
+
+    def close(self, driver_s):
+        self._put(b"END %d %r\n" % (self.sent, driver_s))
+        os.close(self.fd)
+
+
+def _plain(x):
+    """JSON has no NaN/inf and no arbitrary objects: keep them visible as text."""
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return repr(x)
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return repr(x)[:200]
+
+
+class _Traces(dict):
+    """`ctx.traces`: assigning a trace sends it. A list that was the live `ctx.trace` (whose
+    events already left one by one) is sent as its stream's name only; any other list is sent
+    whole, now. The dict keeps a copy for the scenario's own reading; the grader never reads it."""
+
+    def __init__(self, ctx):
+        super().__init__()
+        self._ctx = ctx
+
+    def __setitem__(self, name, rows):
+        sid = self._ctx._streams.pop(id(rows), (None, None))[0]
+        if sid is not None:
+            self._ctx._channel.record("trace", name, sid)
+        else:
+            self._ctx._channel.record("rows", name, list(rows))
+        super().__setitem__(name, rows)
+
+    def setdefault(self, name, default=None):  # noqa: D401 - the lib's old append pattern
+        raise RuntimeError("grader bug: use ctx.append_row(name, row) to add to a trace")
+
+
+class Ctx:
+    """What a scenario gets: the job, torch, the submission, and places to put observations.
+
+    Observations leave at once (`_Channel`): `metric`, `event` (into the live `ctx.trace`),
+    `append_row`, `save_tensor`, assigning `ctx.traces[name]`. `metrics`, `traces` and `probes`
+    are copies kept for the scenario's own reading."""
+
+    def __init__(self, job, nonce, channel):
         self.job = job
-        self._nonce = nonce
+        self._channel = channel
+        self._streams = {}  # id(list) -> (stream id, the list): live traces not yet named
+        self._next_stream = 0
+        self._trace = None
+        self._trace_sid = None
         self.params = job["params"]
         self.model_cfg = job["model"]
         self.device = job["device"]
         self.seed = job["seed"]
         self.metrics = {}
-        self.traces = {}
+        self.traces = _Traces(self)
         self.probes = {}
-        self.tensors = {}
         self.sub = None
-        self.trace = None  # the event list being recorded, if any
         self.clock = _perf_counter  # the grader's own clock (never virtual, never recorded)
         self.ckpt_calls = 0  # every torch.utils.checkpoint.checkpoint call, traced or not
         self.empty_cache_calls = 0  # every torch.cuda.empty_cache() call (counted on CPU too)
@@ -45,65 +132,113 @@ class Ctx:
         self.lib = None  # lib.py: instruments the scenarios share
         self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
         self.ProbeFailed = ProbeFailed
+        self.attributed = attributed  # the attribution rule, for lib.py's instruments
+        self.watch = None  # _Watch, from just before the submission is imported
 
     # -- observations -------------------------------------------------------------------------
-    def metric(self, key, value):
-        if isinstance(value, (list, tuple)):  # a list of numbers stays a JSON list (else repr)
-            try:
-                items = [v.item() if hasattr(v, "item") else v for v in value]
-            except Exception:  # e.g. a tensor of several elements
-                items = [None]
-            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items) and all(
-                v == v and v not in (float("inf"), float("-inf")) for v in items
-            ):
-                self.metrics[key] = [float(v) if isinstance(v, float) else v for v in items]
-            else:
-                self.metrics[key] = repr(value)[:200]
+    @property
+    def trace(self):
+        """The event list being recorded (`ctx.trace = trace = []` opens a stream whose events
+        leave as they happen; `ctx.traces[name] = trace` names it)."""
+        return self._trace
+
+    @trace.setter
+    def trace(self, rows):
+        self._trace = rows
+        if rows is None:
+            self._trace_sid = None
             return
-        if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
-            value = value.item()
-        if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
-            self.metrics[key] = repr(value)  # JSON has no NaN/inf: keep it visible as text
-        elif isinstance(value, bool) or value is None or isinstance(value, (int, float, str)):
-            self.metrics[key] = value
-        else:
-            self.metrics[key] = repr(value)[:200]
+        sid = self._next_stream
+        self._next_stream += 1
+        self._streams[id(rows)] = (sid, rows)
+        self._trace_sid = sid
+
+    def metric(self, key, value):
+        value = _metric_value(value)
+        self._channel.record("metric", key, value)
+        self.metrics[key] = value
 
     def save_tensor(self, name, t):
-        self.tensors[name] = t.detach().to("cpu", copy=True).contiguous()
+        t = t.detach().to("cpu", copy=True).contiguous()
+        self._channel.tensor(name, t)
 
     def event(self, kind, **fields):
-        if self.trace is not None:
+        if self._trace is not None:
             fields["e"] = kind
-            self.trace.append(fields)
+            self._channel.record("event", self._trace_sid, fields)
+            self._trace.append(fields)
+
+    def append_row(self, name, row):
+        """Add one row to trace `name` (sent now)."""
+        self._channel.record("row", name, row)
+        dict.setdefault(self.traces, name, []).append(row)
 
     def probe(self, name):
         return _Probe(self, name)
 
+    def audit(self, findings):
+        self._channel.record("audit", findings)
+
     # -- output -------------------------------------------------------------------------------
     def write(self):
-        """One frame on the results channel (a pipe the grader reads while the run goes on; fd
-        `results_fd`): `GRADE-RESULTS 1 <json bytes> <safetensors bytes>\n`, then both. Nothing
-        is written to the run's directory, where the submission (or a process it left behind)
-        could rewrite it before the grader reads it."""
-        from safetensors.torch import save
+        """Close the channel: `END` with the number of records sent."""
+        self._channel.close(_perf_counter() - _T0)
 
-        blob = save(self.tensors)
-        doc = json.dumps(
-            {
-                "nonce": self._nonce,
-                "probes": self.probes,
-                "metrics": self.metrics,
-                "traces": self.traces,
-                "driver_s": _perf_counter() - _T0,
-            },
-            allow_nan=False,
-        ).encode()
-        view = memoryview(b"GRADE-RESULTS 1 %d %d\n" % (len(doc), len(blob)) + doc + blob)
-        fd = self.job["results_fd"]
-        while view:
-            view = view[os.write(fd, view):]
-        os.close(fd)
+
+def _metric_value(value):
+    """What a metric holds: a number, text, None, or a list of numbers (else its repr)."""
+    if isinstance(value, (list, tuple)):  # a list of numbers stays a JSON list (else repr)
+        try:
+            items = [v.item() if hasattr(v, "item") else v for v in value]
+        except Exception:  # e.g. a tensor of several elements
+            items = [None]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items) and all(
+            v == v and v not in (float("inf"), float("-inf")) for v in items
+        ):
+            return [float(v) if isinstance(v, float) else v for v in items]
+        return repr(value)[:200]
+    if hasattr(value, "item") and getattr(value, "numel", lambda: 1)() == 1:
+        value = value.item()
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return repr(value)  # JSON has no NaN/inf: keep it visible as text
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float, str)):
+        return value
+    return repr(value)[:200]
+
+
+_MISSING = object()
+
+
+class _Watch:
+    """The grader's instruments, verified around every call into the submission (each probe's
+    start and end) and at every instrument call (each clock read, checkpoint and empty_cache
+    call), not only at the end: the watched functions' identities, and every function, class,
+    table and object the grader's own modules (`grade_lib`, the scenario, the course model) held
+    before the submission was imported. A patch seen once is sent at once
+    (`integrity.seen.<name>`), so restoring it afterwards hides nothing."""
+
+    def __init__(self, ctx, watched, modules):
+        self.ctx = ctx
+        self.items = list(watched.items())
+        self.modules = [
+            (name, mod.__dict__, [(k, v) for k, v in mod.__dict__.items() if not k.startswith("__")])
+            for name, mod in modules.items()
+        ]
+        self.classes = [(cls, dict(cls.__dict__)) for cls in (Ctx, _Channel, _Traces, _Probe, _Watch)]
+        self.seen = set()
+
+    def check(self, where):
+        bad = [name for name, (now, orig) in self.items if now() is not orig]
+        for mname, d, snap in self.modules:
+            bad.extend(f"{mname}.{k}" for k, v in snap if d.get(k, _MISSING) is not v)
+        for cls, snap in self.classes:
+            d = cls.__dict__
+            bad.extend(f"{cls.__name__}.{k}" for k, v in snap.items() if d.get(k, _MISSING) is not v)
+        for name in bad:
+            if name not in self.seen:
+                self.seen.add(name)
+                self.ctx._channel.record("metric", f"integrity.seen.{name}", where)
+        return sorted(set(bad) | self.seen)
 
 
 class _Probe:
@@ -111,29 +246,36 @@ class _Probe:
         self.ctx, self.name = ctx, name
 
     def __enter__(self):
+        if self.ctx.watch is not None:
+            self.ctx.watch.check(f"before probe {self.name}")
         self.start = _perf_counter()
         self.ctx.current_probe = self.name
         self.ctx.probes[self.name] = {"ok": False, "error": "did not finish", "seconds": None}
+        self.ctx._channel.record("probe", self.name, None)  # started
         return self
 
     def __exit__(self, etype, exc, tb):
         rec = self.ctx.probes[self.name]
         rec["seconds"] = _perf_counter() - self.start
+        if self.ctx.watch is not None:
+            self.ctx.watch.check(f"after probe {self.name}")
         self.ctx.trace = None
         self.ctx.virtual_now = None
         self.ctx.current_probe = None
+        swallow = True  # the next probe still runs
         if exc is None:
             rec.update(ok=True, error=None)
+            swallow = False
+        elif isinstance(exc, KeyboardInterrupt):
             return False
-        if isinstance(exc, KeyboardInterrupt):
-            return False
-        if isinstance(exc, ProbeFailed):
+        elif isinstance(exc, ProbeFailed):
             rec["error"] = str(exc)
         elif isinstance(exc, SystemExit):
             rec["error"] = f"the submission called sys.exit({exc.code!r}) during this probe"
         else:
             rec["error"] = _describe(exc, tb)
-        return True  # swallow: the next probe still runs
+        self.ctx._channel.record("probe", self.name, dict(rec))
+        return swallow
 
 
 def _describe(exc, tb):
@@ -156,6 +298,8 @@ def _instrument(ctx):
     real_checkpoint = cp_mod.checkpoint
 
     def counting_checkpoint(function, *args, **kwargs):
+        if ctx.watch is not None:
+            ctx.watch.check("during checkpoint()")
         ctx.ckpt_calls += 1
         ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
         return real_checkpoint(function, *args, **kwargs)
@@ -182,7 +326,7 @@ def _instrument(ctx):
         "torch.cuda.empty_cache": (lambda: torch.cuda.empty_cache, counting_empty_cache),
         "torch.cuda.memory.empty_cache": (lambda: torch.cuda.memory.empty_cache, counting_empty_cache),
     }
-    for name in ("metric", "save_tensor", "event", "probe", "write"):  # the driver's own recorder
+    for name in ("metric", "save_tensor", "event", "append_row", "probe", "audit", "write"):  # the recorder
         watched[f"Ctx.{name}"] = (lambda n=name: getattr(Ctx, n), getattr(Ctx, name))
     for name in CLOCKS:
         watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
@@ -209,10 +353,56 @@ CLOCKS = {
 }
 
 
+# Files of the submission (set by run_job before it is imported): a call is attributed to the
+# submission when `attributed()` finds one of them on the stack (see there).
+SUBMISSION_FILES = set()
+
+
+def _stdlib_dirs():
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    dirs = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if k in paths}
+    dirs |= {paths[k] for k in ("stdlib", "platstdlib") if k in paths}  # unresolved, as frames name them
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+_STDLIB = _stdlib_dirs()
+
+
+def _transparent(filename):
+    """A frame that acts on its caller's behalf: the standard library (`timeit`, `statistics`,
+    `functools`, …, never site-packages) and code generated at run time (`<timeit-src>`,
+    `<string>`, `exec(compile(src, "<x>", "exec"))`)."""
+    if filename.startswith("<"):
+        return True
+    return filename.startswith(_STDLIB) and "-packages" not in filename
+
+
+def attributed(frame, files=None):
+    """The frame of `files` (default: the submission's) that a call made in `frame` is attributed
+    to, or None. The rule, the same for every instrument (clocks, `empty_cache`, CUDA events,
+    read-backs, constants): walk up from `frame` through standard-library and generated frames;
+    the first other frame decides. So `timeit.Timer(stmt, timer=time.perf_counter).repeat(...)`
+    called by the submission reads the clock on the submission's behalf, code the submission
+    built with `exec(compile(...))` is the submission's, and a read made by torch or by the
+    grader is nobody's."""
+    files = SUBMISSION_FILES if files is None else files
+    f = frame
+    while f is not None:
+        name = f.f_code.co_filename
+        if name in files:
+            return f
+        if not _transparent(name):
+            return None
+        f = f.f_back
+    return None
+
+
 def _from_submission(depth=2):
-    """Was the function `depth` frames up called from the submission's own code?"""
+    """Was the function `depth` frames up called on the submission's behalf (`attributed`)?"""
     try:
-        return sys._getframe(depth).f_code.co_filename.endswith("submission.py")
+        return attributed(sys._getframe(depth)) is not None
     except ValueError:
         return False
 
@@ -229,6 +419,8 @@ def _install_clocks(ctx):
 
         def clock(_real=real, _family=family, _ns=ns):
             mine = _from_submission()
+            if mine and ctx.watch is not None:
+                ctx.watch.check("during a clock read")
             if mine and ctx.virtual_now is not None:
                 secs = float(ctx.virtual_now())
                 value = int(round(secs * 1e9)) if _ns else secs
@@ -303,6 +495,21 @@ def _load_module(name, path):
     return module
 
 
+def _audit(job):
+    """The static audit's findings for the submission (audit.py, before anything of it runs)."""
+    path = job.get("audit") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "audit.py")
+    try:
+        audit = _load_module("grade_audit", path)
+        with open(job["submission"], encoding="utf-8", errors="replace") as fh:
+            source = fh.read()
+        return audit.audit(source, "submission.py", job.get("audit_allow") or ())
+    except Exception as e:  # the grader's own failure: visible, and it fails the criterion
+        return [{"line": 0, "col": 0, "code": "error", "what": "audit",
+                 "zh": f"静态审查本身失败：{e!r}", "en": f"the static audit itself failed: {e!r}"}]
+    finally:
+        sys.modules.pop("grade_audit", None)
+
+
 def _load_submission(path):
     return _load_module("submission", path)
 
@@ -334,19 +541,35 @@ def run_job(job_path, nonce):
 
     torch.set_num_threads(int(job.get("threads", 1)))
     torch.manual_seed(job["seed"])
-    ctx = Ctx(job, nonce)
+    ctx = Ctx(job, nonce, _Channel(job["results_fd"], nonce))
     watched = _instrument(ctx)
 
     lib_py = job.get("lib") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.py")
     ctx.lib = _load_module("grade_lib", lib_py)
     scenario = _load_module("grade_scenario", job["scenario"])
+    scenario.ProbeFailed = ProbeFailed  # what each scenario's run() binds it to, bound now
 
+    # The grader's own answers, computed before the submission exists and sent at once; nothing
+    # of them stays behind (the hook keeps no reference; a collection frees what it made).
+    before = getattr(scenario, "before_submission", None)
+    if before is not None:
+        before(ctx)
+        del before
+        import gc
+
+        gc.collect()
+
+    SUBMISSION_FILES.update({job["submission"], os.path.abspath(job["submission"])})
+    ctx.audit(_audit(job))  # leaves now: reported even if the import crashes the interpreter
+    import course.model as course_model
+
+    ctx.watch = _Watch(ctx, watched, {"grade_lib": ctx.lib, "grade_scenario": scenario, "course.model": course_model})
     with ctx.probe("load"):
         ctx.sub = _load_submission(job["submission"])
     if ctx.sub is not None:
         scenario.run(ctx)
 
-    tampered = sorted(name for name, (now, orig) in watched.items() if now() is not orig)
+    tampered = ctx.watch.check("end")
     ctx.metric("integrity.tampered", ", ".join(tampered) if tampered else "none")
     ctx.write()
     sys.stdout.flush()

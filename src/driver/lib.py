@@ -22,6 +22,46 @@ _equal = torch.equal  # captured before any submission code runs
 _saved_tensors_hooks = torch.autograd.graph.saved_tensors_hooks
 
 
+class NotANumber(TypeError):
+    """A value the contract asks to be a number is not one; the message says what it was."""
+
+
+def number(value, *, integral=False, what="value"):
+    """`value` as a plain Python `int` (integral) or `float`, or `NotANumber`.
+
+    The one place every lesson turns a submission's number into the grader's: whatever the
+    contract calls a number is accepted as any `numbers.Integral` / `numbers.Real` (Python, numpy
+    scalars such as `np.int64(13)` or `np.float32(0.5)`), a one-element numpy array or a 0-d / one-
+    element tensor. `bool` is refused (it is an `int` in Python but never a count or a time). An
+    integral value must be a whole number: `13.0` is accepted as `13`, `13.5` is not."""
+    import numbers
+
+    v = value
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1:
+            raise NotANumber(f"{what} is a tensor of {v.numel()} elements, not one number")
+        v = v.detach().cpu().reshape(()).tolist()
+    elif hasattr(v, "dtype") and hasattr(v, "shape") and hasattr(v, "item") and not isinstance(v, numbers.Number):
+        try:  # a numpy array
+            if int(getattr(v, "size", 1)) != 1:
+                raise NotANumber(f"{what} is an array of {v.size} elements, not one number")
+            v = v.item()
+        except (TypeError, ValueError) as e:
+            raise NotANumber(f"{what} is {type(value).__name__}, not a number") from e
+    if isinstance(v, bool) or (type(v).__name__ == "bool_"):
+        raise NotANumber(f"{what} is a bool ({value!r}), not a number")
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if integral:
+            if f != f or f in (float("inf"), float("-inf")) or not f.is_integer():
+                raise NotANumber(f"{what} is {value!r}, not a whole number")
+            return int(f)
+        return f
+    raise NotANumber(f"{what} is {type(value).__name__} ({repr(value)[:60]}), not a number")
+
+
 def saved_bytes(model, fn):
     """`(fn(), bytes)`: the bytes of the distinct storages autograd saved for backward while `fn()`
     ran (a view counts its storage once; `model`'s parameters excluded) — lessons 03 and 04."""
@@ -86,7 +126,7 @@ class StepObserver:
         }
         variant = self.variant(rec)
         ctx.event("fwd_end", id=k, ckpt=ckpt, **({"variant": variant} if variant else {}))
-        ctx.traces.setdefault(f"forwards.{ctx.current_probe}", []).append(rec)
+        ctx.append_row(f"forwards.{ctx.current_probe}", rec)
         return out
 
 
@@ -234,12 +274,14 @@ class HostReads(_TorchFunctionMode):
         return getattr(t, "_grade_host", False) if self.cpu_run else True
 
     def _caller_line(self):
+        """The line of `files` this torch call is attributed to: past torch's own frames, the
+        driver's attribution rule (`ctx.attributed`: standard-library and generated frames act
+        on their caller's behalf)."""
         f = _sys._getframe(2)
         while f is not None and (f.f_code.co_filename.startswith(_TORCH_DIR)):
             f = f.f_back
-        if f is not None and _os.path.abspath(f.f_code.co_filename) in self.files:
-            return f.f_lineno
-        return None
+        mine = self.ctx.attributed(f, self.files) if f is not None else None
+        return mine.f_lineno if mine is not None else None
 
     def _destination(self, name, args, kwargs):
         """Where `.cpu()`/`.cuda()`/`.to(...)` sends args[0]: "host", "device" or None (dtype only).

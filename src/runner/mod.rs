@@ -1,6 +1,7 @@
 //! Runs a submission: a fresh temporary directory, the embedded Python driver, the exercise's
 //! scenario, a nonce only the driver knows, and a leash (see `process`). Returns what it observed,
 //! or why there is nothing to observe. The `Executor` trait lets tests substitute recorded runs.
+pub mod channel;
 pub mod process;
 pub mod sandbox;
 pub mod zygote;
@@ -22,6 +23,8 @@ use tch::Tensor;
 pub const DRIVER_PY: &str = include_str!("../driver/driver.py");
 /// Instruments the scenarios share (observed model, simulated device), beside the driver.
 pub const LIB_PY: &str = include_str!("../driver/lib.py");
+/// The static audit of the submission's source, run by the driver before the import.
+pub const AUDIT_PY: &str = include_str!("../driver/audit.py");
 /// The driver's exit status when its own imports (torch, safetensors) fail: the grader cannot grade.
 const DRIVER_ENV_BROKEN: i32 = 4;
 
@@ -65,6 +68,9 @@ pub struct RunResult {
     pub wall_s: f64,
     /// What the sandbox could not enforce on this platform (said once in the report).
     pub sandbox_gaps: Vec<Text>,
+    /// The static audit's findings (`["audit", …]` on the channel), sent before the submission
+    /// was imported: there even when the run crashed.
+    pub audit: Option<serde_json::Value>,
 }
 
 pub trait Executor {
@@ -148,60 +154,6 @@ fn compile_cache(req: &RunRequest) -> Option<PathBuf> {
     };
     std::fs::create_dir_all(&dir).ok()?;
     Some(dir)
-}
-
-/// The driver's one message on the results channel:
-/// `GRADE-RESULTS 1 <json bytes> <safetensors bytes>\n`, the observations (JSON), the tensors.
-struct Frame<'a> {
-    observations: &'a [u8],
-    tensors: &'a [u8],
-}
-
-impl<'a> Frame<'a> {
-    /// `Err(None)`: nothing arrived (the run ended before the driver wrote); `Err(Some(why))`:
-    /// something arrived that is not exactly one frame (garbled or written by the submission).
-    fn parse(res: &'a process::Results) -> Result<Frame<'a>, Option<Text>> {
-        let b = &res.bytes;
-        if b.is_empty() && !res.overflow {
-            return Err(None);
-        }
-        let bad = |what: &str| {
-            Some(text!(
-                format!("结果通道上的数据不是评分驱动写的一条完整消息（{what}）：结果被篡改或伪造"),
-                format!("the results channel did not carry exactly one message from the grader's driver ({what}): tampered or fabricated results")
-            ))
-        };
-        if res.overflow {
-            return Err(bad("more than 512 MiB"));
-        }
-        let nl = b
-            .iter()
-            .position(|&c| c == b'\n')
-            .ok_or_else(|| bad("no header"))?;
-        let header = std::str::from_utf8(&b[..nl]).map_err(|_| bad("header"))?;
-        let f: Vec<&str> = header.split(' ').collect();
-        let (Some(&"GRADE-RESULTS"), Some(&"1"), Some(j), Some(t), None) =
-            (f.first(), f.get(1), f.get(2), f.get(3), f.get(4))
-        else {
-            return Err(bad("header"));
-        };
-        let (j, t): (usize, usize) = match (j.parse(), t.parse()) {
-            (Ok(j), Ok(t)) => (j, t),
-            _ => return Err(bad("header")),
-        };
-        let body = &b[nl + 1..];
-        if body.len() != j + t {
-            return Err(bad(&format!(
-                "{} bytes where the header announced {}",
-                body.len(),
-                j + t
-            )));
-        }
-        Ok(Frame {
-            observations: &body[..j],
-            tensors: &body[j..],
-        })
-    }
 }
 
 /// safetensors bytes → named tensors (through a fresh file of the grader's own: tch reads files).
@@ -307,6 +259,7 @@ impl PythonExecutor {
         let driver = tmp.join("driver.py");
         std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
         std::fs::write(tmp.join("lib.py"), LIB_PY).context("writing the driver's lib.py")?;
+        std::fs::write(tmp.join("audit.py"), AUDIT_PY).context("writing the driver's audit.py")?;
         let inputs = tmp.join("inputs.safetensors");
         req.workload.write(&inputs)?;
         let ex = req.exercise;
@@ -316,6 +269,8 @@ impl PythonExecutor {
             "scenario": ex.dir.join("scenario.py"),
             "course_path": req.course_path,
             "lib": tmp.join("lib.py"),
+            "audit": tmp.join("audit.py"),
+            "audit_allow": ex.audit_allow,
             "inputs": inputs,
             "out_dir": out_dir,
             "results_fd": process::RESULTS_FD,
@@ -433,6 +388,7 @@ impl PythonExecutor {
             stdout_bytes: fin.stdout.total,
             wall_s: fin.wall.as_secs_f64(),
             sandbox_gaps,
+            audit: None,
         };
         let env_ok = out_dir.join("env-ok").exists();
         if !env_ok && fin.status.and_then(|s| s.code()) == Some(DRIVER_ENV_BROKEN) {
@@ -474,52 +430,68 @@ impl PythonExecutor {
             ));
             return Ok(result);
         }
-        let frame = match Frame::parse(&fin.results) {
-            Ok(f) => f,
-            Err(why) => {
-                result.failure = Some(why.unwrap_or_else(|| {
-                    text!(
-                        format!("提交的程序在写出结果前就退出了（{how}）"),
-                        format!("the run ended before the driver wrote its results ({how})")
-                    )
-                }));
-                return Ok(result);
-            }
-        };
-        let obs: Observations = match serde_json::from_slice(frame.observations) {
-            Ok(o) => o,
-            Err(e) => {
-                result.failure = Some(text!(
-                    format!("结果无法解析：{e}"),
-                    format!("the results are unreadable: {e}")
-                ));
-                return Ok(result);
-            }
-        };
-        if obs.nonce != *nonce {
-            result.failure = Some(text!(
-                "结果不是评分驱动写的（随机令牌不符）：结果被伪造",
-                "the results were not written by the grader's driver (nonce mismatch): fabricated results"
-            ));
+        if fin.results.overflow {
+            result.failure = Some(channel::tampered("more than 512 MiB"));
             return Ok(result);
         }
-        match read_tensors(frame.tensors) {
-            Ok(ts) => result.tensors = ts,
-            Err(e) => {
-                result.failure = Some(text!(
-                    format!("张量无法读取：{e}"),
-                    format!("the tensors are unreadable: {e}")
-                ));
+        let received = match channel::parse(&fin.results.bytes, nonce) {
+            Ok(r) => r,
+            Err(why) => {
+                result.failure = Some(why);
                 return Ok(result);
             }
+        };
+        let ended_early = || {
+            text!(
+                format!("提交的程序在评分驱动写完结果前就退出了（{how}）"),
+                format!("the run ended before the driver wrote its results ({how})")
+            )
+        };
+        let Some(received) = received else {
+            result.failure = Some(ended_early());
+            return Ok(result);
+        };
+        result.audit = received.obs.audit.clone();
+        if !received.complete {
+            result.failure = Some(ended_early());
+            return Ok(result);
         }
+        for blob in &received.tensors {
+            match read_tensors(blob) {
+                Ok(ts) => {
+                    for (name, t) in ts {
+                        if result.tensors.insert(name.clone(), t).is_some() {
+                            result.failure =
+                                Some(channel::tampered(&format!("tensor `{name}` written twice")));
+                            return Ok(result);
+                        }
+                    }
+                }
+                Err(e) => {
+                    result.failure = Some(text!(
+                        format!("张量无法读取：{e}"),
+                        format!("the tensors are unreadable: {e}")
+                    ));
+                    return Ok(result);
+                }
+            }
+        }
+        let obs = received.obs;
         // Patched instruments make every observation of this run untrustworthy: fail it all.
-        if let Some(patched) = obs
+        // (`integrity.seen.*`: a patch seen at any check, even if undone before the end.)
+        let mut patched: Vec<String> = obs
             .metrics
-            .get("integrity.tampered")
-            .and_then(|v| v.as_str())
-            .filter(|t| *t != "none")
-        {
+            .keys()
+            .filter_map(|k| k.strip_prefix("integrity.seen."))
+            .map(str::to_string)
+            .collect();
+        if let Some(t) = obs.metrics.get("integrity.tampered").and_then(|v| v.as_str()) {
+            patched.extend(t.split(", ").filter(|t| *t != "none").map(str::to_string));
+        }
+        patched.sort();
+        patched.dedup();
+        if !patched.is_empty() {
+            let patched = patched.join(", ");
             result.failure = Some(text!(
                 format!("提交的代码篡改了评分器的测量工具（{patched}）：这次运行的任何观测都不可信"),
                 format!("the submission patched the grader's instruments ({patched}): nothing this run observed can be trusted")

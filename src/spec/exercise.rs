@@ -45,6 +45,10 @@ pub struct Exercise {
     /// Read by `grade check`; grading ignores it.
     #[serde(default)]
     pub mistakes: Vec<Mistake>,
+    /// Dotted prefixes the submission may assign although it did not define them (the static
+    /// audit's per-lesson allowance, e.g. `torch._dynamo.config` for lesson 05's recompile limits).
+    #[serde(default)]
+    pub audit_allow: Vec<String>,
     #[serde(skip)]
     pub dir: PathBuf,
 }

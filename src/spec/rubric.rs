@@ -56,6 +56,8 @@ pub enum Check {
     Trace(TraceSpec),
     /// A recorded answer equals the expected one.
     Answer(AnswerSpec),
+    /// The static audit of the source found nothing that inspects or modifies the grader.
+    Audit(AuditSpec),
     /// The same quantities measured in two runs agree.
     Reproducible(ReproducibleSpec),
     /// A list of numbers equals the grader's list, element by element.
@@ -73,6 +75,12 @@ pub enum Check {
     /// Every sub-check passes.
     All(Vec<Check>),
 }
+
+/// `audit: {}`: no finding of the static audit (`src/driver/audit.py`); what a lesson truly needs
+/// is allowed in its exercise.yaml (`audit_allow:`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSpec {}
 
 /// `break_even`: every `case` event of `stream` (inputs and the submission's `answer`) against
 /// the answer the grader computes; see `checks/break_even.rs`.
@@ -499,6 +507,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 Ok(())
             }
         }
+        Check::Audit(_) => Ok(()),
         Check::Answer(a) => {
             if a.expected.is_empty() {
                 Err("expected: list at least one accepted answer".into())

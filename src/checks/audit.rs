@@ -1,0 +1,72 @@
+//! `audit`: the static audit of the submission's source (`src/driver/audit.py`, run by the driver
+//! before the import) found no introspection or patching primitive. Judged even when the run
+//! crashed: the findings left the process before the submission was imported.
+use super::{Env, Outcome};
+use crate::i18n::Text;
+use crate::text;
+use serde::Deserialize;
+
+/// One use of a primitive that inspects or modifies the grader.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Finding {
+    pub line: u64,
+    #[serde(default)]
+    pub col: u64,
+    pub code: String,
+    pub what: String,
+    pub zh: String,
+    pub en: String,
+}
+
+/// The audit's findings, or why there are none to judge.
+pub fn findings(env: &Env) -> Result<Vec<Finding>, Text> {
+    match &env.evidence.obs.audit {
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+            text!(
+                format!("静态审查的结果无法读取：{e}"),
+                format!("the static audit's findings are unreadable: {e}")
+            )
+        }),
+        None => Err(text!(
+            "没有静态审查的结果（评分驱动在导入提交之前就停止了）",
+            "no static audit arrived (the driver stopped before it imported the submission)"
+        )),
+    }
+}
+
+pub fn evaluate(env: &Env) -> Outcome {
+    let bound = text!("0 处", "0 uses");
+    let found = match findings(env) {
+        Ok(f) => f,
+        Err(why) => return Outcome::new(false, "—", bound, why),
+    };
+    if found.is_empty() {
+        return Outcome::new(
+            true,
+            text!("0 处", "0 uses"),
+            bound,
+            text!(
+                "源代码中没有检查或修改评分器的写法",
+                "the source uses nothing that inspects or modifies the grader"
+            ),
+        );
+    }
+    let shown: Vec<&Finding> = found.iter().take(5).collect();
+    let more = found.len() - shown.len();
+    let (more_zh, more_en) = if more > 0 {
+        (format!("；另有 {more} 处"), format!("; {more} more"))
+    } else {
+        (String::new(), String::new())
+    };
+    let zh: Vec<String> = shown.iter().map(|f| format!("第 {} 行 {}", f.line, f.zh)).collect();
+    let en: Vec<String> = shown.iter().map(|f| format!("line {}: {}", f.line, f.en)).collect();
+    Outcome::new(
+        false,
+        text!(format!("{} 处", found.len()), format!("{} uses", found.len())),
+        bound,
+        text!(
+            format!("提交不得检查或修改评分器：{}{more_zh}", zh.join("；")),
+            format!("a submission may not inspect or modify the grader: {}{more_en}", en.join("; "))
+        ),
+    )
+}

@@ -1,0 +1,286 @@
+"""grade's static audit of a submission's source, before it runs (Python's `ast`; nothing of the
+submission is executed). Embedded in the `grade` binary beside driver.py; the driver runs it
+before the import and sends the findings at once, so they are reported even if the run crashes.
+
+A submission may not inspect or modify the grader: it runs in the grader's process, so these
+primitives are how a cheat reaches the grader's answers and instruments. Each use is a finding
+`{line, col, code, zh, en}`; any finding fails the lesson's integrity criterion. What is flagged:
+
+  gc          gc.get_objects / get_referrers / get_referents / garbage (gc.collect() is fine)
+  frames      sys._getframe, sys._current_frames, inspect.currentframe / stack / trace / …,
+              traceback.walk_stack / walk_tb, and the attributes f_back, f_locals, f_globals,
+              tb_frame, gi_frame, cr_frame, ag_frame
+  internals   __closure__, __globals__, __code__, __defaults__, __kwdefaults__, __self__,
+              __func__, __wrapped__, __subclasses__, cell_contents, __dict__ (except on self/cls)
+  modules     sys.modules, sys.meta_path, sys.path_hooks, settrace/setprofile, addaudithook;
+              importing the grader's modules (grade_lib, grade_scenario, grade_baseline, driver, …)
+  native      ctypes, _ctypes, cffi; /proc/… and /dev/fd/… paths; os.write/dup/dup2/fdopen/…
+  dynamic     exec, eval, compile of strings; __import__ / importlib.import_module with a computed
+              name; builtins / __builtins__
+  patching    assigning, deleting or setattr-ing an attribute (or item) of a module or class the
+              submission did not define (`time.perf_counter = …`, `torch.Tensor.item = …`,
+              `setattr(time, "perf_counter", …)`, `type(x).f = …`)
+
+`allow` (exercise.yaml `audit_allow:`, plus `ALWAYS_ALLOWED`) lists dotted prefixes a lesson's
+contract truly needs to assign (e.g. `torch._dynamo.config`).
+"""
+import ast
+
+ALWAYS_ALLOWED = ("torch.backends.", "os.environ")
+
+GRADER_MODULES = {"grade_lib", "grade_scenario", "grade_baseline", "grade_audit", "driver", "zygote",
+                  "__main__", "lib", "scenario"}
+GC_HARMLESS = {"collect", "enable", "disable", "isenabled", "get_count", "get_stats",
+               "set_threshold", "get_threshold", "freeze", "unfreeze", "get_freeze_count"}
+FRAME_FUNCS = {
+    "sys": {"_getframe", "_current_frames", "_current_exceptions", "settrace", "setprofile",
+            "gettrace", "getprofile", "modules", "meta_path", "path_hooks", "path_importer_cache",
+            "addaudithook", "_getframemodulename", "call_tracing"},
+    "inspect": {"currentframe", "stack", "trace", "getouterframes", "getinnerframes",
+                "getframeinfo", "getclosurevars", "getmembers", "getattr_static"},
+    "traceback": {"walk_stack", "walk_tb"},
+    "threading": {"settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"},
+    "os": {"write", "writev", "pwrite", "pwritev", "dup", "dup2", "fdopen", "sendfile", "ftruncate"},
+}
+FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
+               "ag_frame", "tb_next"}
+DUNDER_ATTRS = {"__closure__", "__globals__", "__code__", "__defaults__", "__kwdefaults__",
+                "__self__", "__func__", "__wrapped__", "__subclasses__", "cell_contents",
+                "__builtins__"}
+NATIVE_MODULES = {"ctypes", "_ctypes", "cffi", "builtins", "gc_", "_testcapi", "_posixsubprocess"}
+
+WHY = {
+    "gc": ("用 gc 遍历进程里的对象（包括评分器的对象）", "walks the process's objects with gc (the grader's included)"),
+    "frames": ("读取调用栈帧或跟踪钩子（会看到评分器的局部变量）", "reads stack frames or trace hooks (the grader's locals with them)"),
+    "internals": ("读取函数或对象的内部（闭包、全局变量、默认值、被包装的原函数）", "reads a function's or object's internals (closure, globals, defaults, the wrapped original)"),
+    "modules": ("访问 sys.modules 或评分器的模块", "reaches sys.modules or the grader's own modules"),
+    "native": ("使用 ctypes/原生内存、/proc 或直接写文件描述符", "uses ctypes/native memory, /proc or raw file-descriptor writes"),
+    "dynamic": ("动态执行或导入代码（exec/eval/compile、计算出的模块名、builtins）", "runs or imports code dynamically (exec/eval/compile, a computed module name, builtins)"),
+    "patching": ("修改不是自己定义的模块或类的属性（猴子补丁）", "changes an attribute of a module or class it did not define (monkey-patching)"),
+}
+
+
+class _Audit(ast.NodeVisitor):
+    def __init__(self, allow):
+        self.allow = tuple(allow) + ALWAYS_ALLOWED
+        self.imported = {}  # local name -> dotted module path (or module.attr)
+        self.findings = []
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def flag(self, node, code, what):
+        zh, en = WHY[code]
+        self.findings.append({
+            "line": getattr(node, "lineno", 0),
+            "col": getattr(node, "col_offset", 0) + 1,
+            "code": code,
+            "what": what,
+            "zh": f"`{what}`：{zh}",
+            "en": f"`{what}`: {en}",
+        })
+
+    def dotted(self, node):
+        """`a.b.c` with `a` resolved through the imports, or None when the root is no name."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            root = self.imported.get(node.id)
+            parts.append(root if root is not None else "<local>." + node.id)
+            return ".".join(reversed(parts))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("type", "__import__", "getattr", "vars"):
+            parts.append("<dynamic>")
+            return ".".join(reversed(parts))
+        return None
+
+    def foreign(self, node):
+        """Is `node` (an assignment's object) a module or class the submission did not define?"""
+        path = self.dotted(node)
+        if path is None:
+            return None
+        if path.startswith("<local>."):
+            return None
+        if path.startswith(self.allow):
+            return None
+        return path
+
+    def check_import(self, node, module):
+        top = module.split(".")[0]
+        if top in GRADER_MODULES or module in GRADER_MODULES:
+            self.flag(node, "modules", f"import {module}")
+        elif top in NATIVE_MODULES:
+            self.flag(node, "dynamic" if top == "builtins" else "native", f"import {module}")
+
+    # -- imports ----------------------------------------------------------------------------------
+    def visit_Import(self, node):
+        for a in node.names:
+            self.check_import(node, a.name)
+            if a.asname:
+                self.imported[a.asname] = a.name
+            else:
+                self.imported[a.name.split(".")[0]] = a.name.split(".")[0]
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node):
+        module = ("." * node.level) + (node.module or "")
+        if node.level == 0 and node.module:
+            self.check_import(node, node.module)
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if node.module == "gc" and a.name not in GC_HARMLESS:
+                    self.flag(node, "gc", f"from gc import {a.name}")
+                elif node.module in FRAME_FUNCS and a.name in FRAME_FUNCS[node.module]:
+                    self.flag(node, "native" if node.module == "os" else "frames" if a.name not in ("modules", "meta_path", "path_hooks", "path_importer_cache") else "modules", f"from {node.module} import {a.name}")
+                elif node.module == "importlib" and a.name == "import_module":
+                    pass  # judged where it is called
+                self.imported[a.asname or a.name] = full
+        elif node.level:
+            self.flag(node, "modules", f"from {module} import …")
+        self.generic_visit(node)
+
+    # -- reads --------------------------------------------------------------------------------------
+    def visit_Attribute(self, node):
+        path = self.dotted(node)
+        if path:
+            mod, _, attr = path.rpartition(".")
+            if mod == "gc" and attr not in GC_HARMLESS:
+                self.flag(node, "gc", path)
+            elif mod in FRAME_FUNCS and attr in FRAME_FUNCS[mod]:
+                code = "native" if mod == "os" else "modules" if attr in ("modules", "meta_path", "path_hooks", "path_importer_cache") else "frames"
+                self.flag(node, code, path)
+        if node.attr in FRAME_ATTRS:
+            self.flag(node, "frames", "." + node.attr)
+        elif node.attr in DUNDER_ATTRS:
+            self.flag(node, "dynamic" if node.attr == "__builtins__" else "internals", "." + node.attr)
+        elif node.attr == "__dict__" and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            self.flag(node, "internals", ".__dict__")
+        self.generic_visit(node)
+
+    def visit_Name(self, node):
+        if node.id == "__builtins__":
+            self.flag(node, "dynamic", "__builtins__")
+        self.generic_visit(node)
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and node.value.startswith(("/proc/", "/dev/fd", "/dev/mem")):
+            self.flag(node, "native", node.value[:40])
+        self.generic_visit(node)
+
+    # -- calls ----------------------------------------------------------------------------------
+    def visit_Call(self, node):
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else None
+        literal = bool(node.args) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+        if name in ("exec", "eval", "compile") and name not in self.imported:
+            self.flag(node, "dynamic", f"{name}(…)")
+        elif name in ("globals", "locals", "vars") and name not in self.imported and name == "vars" and node.args:
+            target = self.foreign(node.args[0])
+            if target:
+                self.flag(node, "internals", f"vars({target})")
+        path = self.dotted(f) if isinstance(f, ast.Attribute) else (self.imported.get(name) if name else None)
+        if name == "__import__" or path in ("importlib.import_module", "importlib.__import__", "importlib.reload"):
+            if not literal:
+                self.flag(node, "dynamic", f"{name or path}(<computed name>)")
+            else:
+                self.check_import(node, node.args[0].value)
+        if path in ("builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__"):
+            self.flag(node, "dynamic", path)
+        if name in ("setattr", "delattr") and node.args:
+            target = self.foreign(node.args[0])
+            if target is not None:
+                self.flag(node, "patching", f"{name}({target}, …)")
+        if name == "getattr" and len(node.args) >= 2:
+            obj = self.dotted(node.args[0])
+            attr = node.args[1]
+            if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                a = attr.value
+                if a in FRAME_ATTRS or a in DUNDER_ATTRS or a == "__dict__":
+                    self.flag(node, "internals", f"getattr(…, {a!r})")
+                elif obj and obj in FRAME_FUNCS and a in FRAME_FUNCS[obj]:
+                    self.flag(node, "frames", f"getattr({obj}, {a!r})")
+                elif obj == "gc" and a not in GC_HARMLESS:
+                    self.flag(node, "gc", f"getattr(gc, {a!r})")
+            elif obj and not obj.startswith("<local>."):
+                self.flag(node, "dynamic", f"getattr({obj}, <computed name>)")
+        if isinstance(f, ast.Attribute) and f.attr in ("__setattr__", "__delattr__", "__setitem__"):
+            owner = self.dotted(f.value)
+            if owner in ("<local>.object", "<local>.type") or (owner and not owner.startswith("<local>.")):
+                self.flag(node, "patching", f"{owner or '…'}.{f.attr}(…)")
+        self.generic_visit(node)
+
+    # -- writes ---------------------------------------------------------------------------------
+    def _target(self, t, verb):
+        if isinstance(t, ast.Attribute):
+            owner = self.foreign(t.value)
+            if owner is not None:
+                self.flag(t, "patching", f"{verb}{owner}.{t.attr}")
+        elif isinstance(t, ast.Subscript):
+            owner = self.foreign(t.value)
+            if owner is not None:
+                self.flag(t, "patching", f"{verb}{owner}[…]")
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                self._target(e, verb)
+        elif isinstance(t, ast.Starred):
+            self._target(t.value, verb)
+
+    def visit_Assign(self, node):
+        for t in node.targets:
+            self._target(t, "")
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self._target(node.target, "")
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node):
+        self._target(node.target, "")
+        self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        for t in node.targets:
+            self._target(t, "del ")
+        self.generic_visit(node)
+
+    def visit_Global(self, node):
+        self.generic_visit(node)
+
+
+def audit(source, filename="submission.py", allow=()):
+    """The findings for `source`, sorted by line; `[]` when clean or when it does not parse (the
+    import reports a syntax error by itself)."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    a = _Audit(allow)
+    # imports first, wherever they are, so a use above its import is still resolved
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for al in node.names:
+                a.imported[al.asname or al.name.split(".")[0]] = al.name if al.asname else al.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for al in node.names:
+                a.imported[al.asname or al.name] = f"{node.module}.{al.name}"
+    try:
+        a.visit(tree)
+    except RecursionError:
+        a.flag(tree, "dynamic", "source nested too deeply to audit")
+    seen, out = set(), []
+    for f in sorted(a.findings, key=lambda f: (f["line"], f["col"])):
+        key = (f["line"], f["what"])
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+if __name__ == "__main__":  # python audit.py FILE...: the findings, for maintainers
+    import json
+    import sys
+
+    for path in sys.argv[1:]:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for f in audit(fh.read(), path):
+                print(f"{path}:{f['line']}:{f['col']}: {f['code']}: {f['en']}")
+    sys.exit(0)
