@@ -235,7 +235,7 @@ fn results_cannot_be_rewritten_after_the_driver_wrote_them() {
     let _shared = EXCLUSIVE.read().unwrap();
     let g = grade("tamper_results", &[]);
     assert!(
-        reason(&g).contains("did not carry exactly one message from the grader's driver"),
+        reason(&g).contains("did not carry exactly the grader's driver's records"),
         "{}",
         reason(&g)
     );

@@ -2,9 +2,13 @@
 
 Embedded in the `grade` binary and written to a fresh temporary directory for each run. Protocol:
     python driver.py JOB_JSON            (a nonce arrives as the first line of stdin)
-It writes one frame (observations: metrics, traces, probe errors, the nonce; and the tensors) to
-the results channel, fd `results_fd` of the job, a pipe the grader reads. Everything the submission could tamper with is captured before the
-submission is imported; the grader (Rust) re-derives every verdict from these raw observations.
+Every observation (metric, trace event, probe status, tensor) leaves on the results channel
+(fd `results_fd` of the job, a pipe the grader reads) the moment it is made: see `_Channel`.
+Before the submission is imported: the instruments are installed, the scenario's
+`before_submission(ctx)` computes the grader's own answers and sends them, and the static audit
+(audit.py) of the source is sent. The instruments and the grader's modules are then verified at
+every probe boundary and instrument call (`_Watch`). The grader (Rust) re-derives every verdict
+from these raw observations.
 """
 import json
 import os
@@ -85,7 +89,7 @@ def _plain(x):
 class _Traces(dict):
     """`ctx.traces`: assigning a trace sends it. A list that was the live `ctx.trace` (whose
     events already left one by one) is sent as its stream's name only; any other list is sent
-    whole, now. The dict keeps a copy for the scenario's own reading; the grader never reads it."""
+    whole, now. Nothing is kept here: what was recorded is the grader's, out of the process."""
 
     def __init__(self, ctx):
         super().__init__()
@@ -97,7 +101,6 @@ class _Traces(dict):
             self._ctx._channel.record("trace", name, sid)
         else:
             self._ctx._channel.record("rows", name, list(rows))
-        super().__setitem__(name, rows)
 
     def setdefault(self, name, default=None):  # noqa: D401 - the lib's old append pattern
         raise RuntimeError("grader bug: use ctx.append_row(name, row) to add to a trace")
@@ -107,8 +110,9 @@ class Ctx:
     """What a scenario gets: the job, torch, the submission, and places to put observations.
 
     Observations leave at once (`_Channel`): `metric`, `event` (into the live `ctx.trace`),
-    `append_row`, `save_tensor`, assigning `ctx.traces[name]`. `metrics`, `traces` and `probes`
-    are copies kept for the scenario's own reading."""
+    `append_row`, `save_tensor`, assigning `ctx.traces[name]`. No copy stays in the process
+    (`metrics` and `traces` stay empty), so nothing recorded can be read or rewritten by the
+    submission; `probes` holds only each probe's status."""
 
     def __init__(self, job, nonce, channel):
         self.job = job
@@ -156,7 +160,6 @@ class Ctx:
     def metric(self, key, value):
         value = _metric_value(value)
         self._channel.record("metric", key, value)
-        self.metrics[key] = value
 
     def save_tensor(self, name, t):
         t = t.detach().to("cpu", copy=True).contiguous()
@@ -171,7 +174,6 @@ class Ctx:
     def append_row(self, name, row):
         """Add one row to trace `name` (sent now)."""
         self._channel.record("row", name, row)
-        dict.setdefault(self.traces, name, []).append(row)
 
     def probe(self, name):
         return _Probe(self, name)

@@ -38,8 +38,17 @@ pub fn tampered(what: &str) -> Text {
 
 /// `Ok(None)`: nothing arrived at all. `Ok(Some(r))` with `r.complete == false`: the run ended
 /// before the driver finished (what arrived is kept: the audit, the probes that ran). `Err`:
-/// something arrived that the driver did not write.
-pub fn parse(bytes: &[u8], nonce: &str) -> Result<Option<Received>, Text> {
+/// something arrived that the driver did not write, with the audit if it had arrived before.
+pub fn parse(bytes: &[u8], nonce: &str) -> Result<Option<Received>, (Text, Option<Value>)> {
+    let mut partial = None;
+    parse_into(bytes, nonce, &mut partial).map_err(|why| (why, partial))
+}
+
+fn parse_into(
+    bytes: &[u8],
+    nonce: &str,
+    audit: &mut Option<Value>,
+) -> Result<Option<Received>, Text> {
     if bytes.is_empty() {
         return Ok(None);
     }
@@ -103,6 +112,7 @@ pub fn parse(bytes: &[u8], nonce: &str) -> Result<Option<Received>, Text> {
                     let rec: Value =
                         serde_json::from_slice(body).map_err(|_| tampered("a record is not JSON"))?;
                     asm.take(rec, &mut rx)?;
+                    audit.clone_from(&rx.obs.audit);
                 }
             }
             _ => return Err(tampered("record header")),

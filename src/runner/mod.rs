@@ -436,8 +436,9 @@ impl PythonExecutor {
         }
         let received = match channel::parse(&fin.results.bytes, nonce) {
             Ok(r) => r,
-            Err(why) => {
+            Err((why, audit)) => {
                 result.failure = Some(why);
+                result.audit = audit;
                 return Ok(result);
             }
         };

@@ -1,0 +1,101 @@
+//! The results channel (protocol 2, `src/runner/channel.rs`): records assembled in order; every
+//! way a submission could add to or rewrite what the driver sent fails the run.
+use grade::runner::channel::parse;
+
+const NONCE: &str = "0123abcd";
+
+/// A channel as the driver writes it: the header, `J` records, `END`.
+fn stream(records: &[&str], end: Option<usize>) -> Vec<u8> {
+    let mut b = format!("GRADE-RESULTS 2 {NONCE}\n").into_bytes();
+    for r in records {
+        b.extend(format!("J {}\n{r}", r.len()).bytes());
+    }
+    if let Some(n) = end {
+        b.extend(format!("END {n} 1.5\n").bytes());
+    }
+    b
+}
+
+fn en(t: grade::i18n::Text) -> String {
+    t.en
+}
+
+#[test]
+fn records_assemble_into_observations() {
+    let b = stream(
+        &[
+            r#"["audit",[]]"#,
+            r#"["probe","load",null]"#,
+            r#"["probe","load",{"ok":true,"error":null,"seconds":0.1}]"#,
+            r#"["metric","a.b",3]"#,
+            r#"["event",0,{"e":"timer","v":1.0}]"#,
+            r#"["event",0,{"e":"sync"}]"#,
+            r#"["trace","run1",0]"#,
+            r#"["rows","ref",[{"e":"row","x":1}]]"#,
+            r#"["row","forwards.x",{"e":"forward"}]"#,
+            r#"["row","forwards.x",{"e":"forward"}]"#,
+        ],
+        Some(10),
+    );
+    let rx = parse(&b, NONCE).unwrap().unwrap();
+    assert!(rx.complete);
+    let o = rx.obs;
+    assert_eq!(o.metrics["a.b"], 3);
+    assert_eq!(o.traces["run1"].len(), 2);
+    assert_eq!(o.traces["run1"][1].e, "sync");
+    assert_eq!(o.traces["ref"].len(), 1);
+    assert_eq!(o.traces["forwards.x"].len(), 2);
+    assert!(o.probes["load"].ok);
+    assert_eq!(o.audit, Some(serde_json::json!([])));
+    assert_eq!(o.driver_s, 1.5);
+}
+
+#[test]
+fn nothing_at_all_and_a_run_cut_short() {
+    assert!(parse(b"", NONCE).unwrap().is_none());
+    // the audit arrived, then the run died: kept, incomplete
+    let b = stream(&[r#"["audit",[{"line":1}]]"#, r#"["probe","load",null]"#], None);
+    let rx = parse(&b, NONCE).unwrap().unwrap();
+    assert!(!rx.complete);
+    assert!(rx.obs.audit.is_some());
+    assert_eq!(rx.obs.probes["load"].error.as_deref(), Some("did not finish"));
+    // a record cut in the middle
+    let mut b = stream(&[r#"["metric","a",1]"#], None);
+    b.extend(b"J 40\n[\"metric\"");
+    assert!(!parse(&b, NONCE).unwrap().unwrap().complete);
+}
+
+#[test]
+fn anything_written_twice_or_after_the_end_is_tampering() {
+    let cases: [(&[&str], Option<usize>, &str, &str); 7] = [
+        (&[r#"["metric","a",1]"#, r#"["metric","a",2]"#], Some(2), "", "metric `a` written twice"),
+        (&[r#"["rows","t",[]]"#, r#"["rows","t",[]]"#], Some(2), "", "trace `t` written twice"),
+        (&[r#"["probe","p",null]"#, r#"["probe","p",null]"#], Some(2), "", "probe `p` started twice"),
+        (&[r#"["probe","p",{"ok":true,"error":null,"seconds":1}]"#], Some(1), "", "ended twice or never began"),
+        (&[r#"["metric","a",1]"#], Some(2), "", "1 records where the driver sent 2"),
+        (&[r#"["metric","a",1]"#], Some(1), "J 2\n{}", "bytes after the end"),
+        (&[r#"["nonsense"]"#], Some(1), "", "unknown record"),
+    ];
+    for (records, end, extra, why) in cases {
+        let mut b = stream(records, end);
+        b.extend(extra.bytes());
+        let (err, _) = parse(&b, NONCE).expect_err(why);
+        assert!(en(err.clone()).contains(why), "{why}: {}", en(err));
+    }
+}
+
+#[test]
+fn a_forged_header_or_nonce_is_refused() {
+    let (err, _) = parse(b"GRADE-RESULTS 1 2 0\n{}", NONCE).unwrap_err();
+    assert!(en(err).contains("header"));
+    let mut b = stream(&[], Some(0));
+    b[16] = b'f';
+    let (err, _) = parse(&b, NONCE).unwrap_err();
+    assert!(en(err).contains("nonce mismatch"));
+    let (err, _) = parse(b"GRADE-RESULTS 2 0123abcd\nX 1\nz", NONCE).unwrap_err();
+    assert!(en(err).contains("record header"));
+    // what arrived before the tampering: the audit is still reported
+    let mut b = stream(&[r#"["audit",[]]"#, r#"["metric","a",1]"#, r#"["metric","a",2]"#], Some(3));
+    let (_, audit) = parse(&b, NONCE).unwrap_err();
+    assert_eq!(audit, Some(serde_json::json!([])));
+}
