@@ -27,7 +27,11 @@ fn audit(files: &[PathBuf], allow: &[String]) -> BTreeMap<String, Vec<(u64, Stri
         .args(files)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut found: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let mut f = line.splitn(4, ':');
@@ -121,7 +125,10 @@ fn every_primitive_is_found_with_its_line_and_ordinary_code_is_not() {
 #[test]
 fn no_correct_or_careless_submission_of_the_course_is_flagged() {
     let mut audited = 0;
-    for entry in std::fs::read_dir(root().join("exercises")).unwrap().flatten() {
+    for entry in std::fs::read_dir(root().join("exercises"))
+        .unwrap()
+        .flatten()
+    {
         let id = entry.file_name().to_string_lossy().to_string();
         let Ok(yaml) = std::fs::read_to_string(entry.path().join("exercise.yaml")) else {
             continue;

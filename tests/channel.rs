@@ -54,11 +54,17 @@ fn records_assemble_into_observations() {
 fn nothing_at_all_and_a_run_cut_short() {
     assert!(parse(b"", NONCE).unwrap().is_none());
     // the audit arrived, then the run died: kept, incomplete
-    let b = stream(&[r#"["audit",[{"line":1}]]"#, r#"["probe","load",null]"#], None);
+    let b = stream(
+        &[r#"["audit",[{"line":1}]]"#, r#"["probe","load",null]"#],
+        None,
+    );
     let rx = parse(&b, NONCE).unwrap().unwrap();
     assert!(!rx.complete);
     assert!(rx.obs.audit.is_some());
-    assert_eq!(rx.obs.probes["load"].error.as_deref(), Some("did not finish"));
+    assert_eq!(
+        rx.obs.probes["load"].error.as_deref(),
+        Some("did not finish")
+    );
     // a record cut in the middle
     let mut b = stream(&[r#"["metric","a",1]"#], None);
     b.extend(b"J 40\n[\"metric\"");
@@ -68,12 +74,42 @@ fn nothing_at_all_and_a_run_cut_short() {
 #[test]
 fn anything_written_twice_or_after_the_end_is_tampering() {
     let cases: [(&[&str], Option<usize>, &str, &str); 7] = [
-        (&[r#"["metric","a",1]"#, r#"["metric","a",2]"#], Some(2), "", "metric `a` written twice"),
-        (&[r#"["rows","t",[]]"#, r#"["rows","t",[]]"#], Some(2), "", "trace `t` written twice"),
-        (&[r#"["probe","p",null]"#, r#"["probe","p",null]"#], Some(2), "", "probe `p` started twice"),
-        (&[r#"["probe","p",{"ok":true,"error":null,"seconds":1}]"#], Some(1), "", "ended twice or never began"),
-        (&[r#"["metric","a",1]"#], Some(2), "", "1 records where the driver sent 2"),
-        (&[r#"["metric","a",1]"#], Some(1), "J 2\n{}", "bytes after the end"),
+        (
+            &[r#"["metric","a",1]"#, r#"["metric","a",2]"#],
+            Some(2),
+            "",
+            "metric `a` written twice",
+        ),
+        (
+            &[r#"["rows","t",[]]"#, r#"["rows","t",[]]"#],
+            Some(2),
+            "",
+            "trace `t` written twice",
+        ),
+        (
+            &[r#"["probe","p",null]"#, r#"["probe","p",null]"#],
+            Some(2),
+            "",
+            "probe `p` started twice",
+        ),
+        (
+            &[r#"["probe","p",{"ok":true,"error":null,"seconds":1}]"#],
+            Some(1),
+            "",
+            "ended twice or never began",
+        ),
+        (
+            &[r#"["metric","a",1]"#],
+            Some(2),
+            "",
+            "1 records where the driver sent 2",
+        ),
+        (
+            &[r#"["metric","a",1]"#],
+            Some(1),
+            "J 2\n{}",
+            "bytes after the end",
+        ),
         (&[r#"["nonsense"]"#], Some(1), "", "unknown record"),
     ];
     for (records, end, extra, why) in cases {
@@ -95,7 +131,14 @@ fn a_forged_header_or_nonce_is_refused() {
     let (err, _) = parse(b"GRADE-RESULTS 2 0123abcd\nX 1\nz", NONCE).unwrap_err();
     assert!(en(err).contains("record header"));
     // what arrived before the tampering: the audit is still reported
-    let mut b = stream(&[r#"["audit",[]]"#, r#"["metric","a",1]"#, r#"["metric","a",2]"#], Some(3));
+    let mut b = stream(
+        &[
+            r#"["audit",[]]"#,
+            r#"["metric","a",1]"#,
+            r#"["metric","a",2]"#,
+        ],
+        Some(3),
+    );
     let (_, audit) = parse(&b, NONCE).unwrap_err();
     assert_eq!(audit, Some(serde_json::json!([])));
 }

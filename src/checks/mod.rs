@@ -12,6 +12,7 @@ pub mod ratio;
 pub mod reproducible;
 pub mod series;
 pub mod stats;
+pub mod step_time;
 pub mod trace;
 
 use crate::i18n::Text;
@@ -115,6 +116,7 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Ranking(r) => ranking::evaluate(r, env),
         Check::Series(s) => series::evaluate(s, env),
         Check::Stats(s) => stats::evaluate(s, env),
+        Check::StepTime(s) => step_time::evaluate(s, env),
         Check::BreakEven(b) => break_even::evaluate(b, env),
         Check::All(checks) => {
             let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();

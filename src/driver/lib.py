@@ -5,10 +5,11 @@ lessons need, so it is written once:
 
 - `observed_model(...)`: a TinyGPT whose every forward is observed as (the start of) a training
   step. The grader marks, in the active trace,
-      step      {id, inputs: {idx, targets}, grad}   the forward began (inputs labelled against
-                                                      the batch the grader handed over)
+      step      {id, inputs: {idx, targets}, grad, t} the forward began (inputs labelled against
+                                                      the batch the grader handed over; `t`: the
+                                                      grader's own clock, seconds)
       fwd_end   {id, ckpt, variant}                 the forward returned: checkpoint calls in it
-      step_done {id}                                backward reached the embedding output
+      step_done {id, t}                             backward reached the embedding output
   A whole training step is a `step` with its `step_done`; a forward without one (measuring bytes,
   inference) is not a step. Every forward is also summarised in `ctx.traces["forwards.<probe>"]`
   (checkpoint calls, autograd on/off, the checkpointing flag when the grader set it), so rules such
@@ -106,11 +107,11 @@ class StepObserver:
         self.next_id += 1
         grad = torch.is_grad_enabled()
         inputs = {"idx": label(idx, self.batch["idx"]), "targets": label(targets, self.batch["targets"])}
-        ctx.event("step", id=k, inputs=inputs, grad=grad)
+        ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock())
         before = ctx.ckpt_calls
         x = model.embed(idx)
         if grad and x.requires_grad:
-            x.register_hook(lambda g, k=k: ctx.event("step_done", id=k))
+            x.register_hook(lambda g, k=k: ctx.event("step_done", id=k, t=ctx.clock()))
         h = (blocks_fn or _plain_blocks)(model.blocks, x)
         out = model.head_loss(h, targets)
         ckpt = ctx.ckpt_calls - before

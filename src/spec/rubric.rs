@@ -72,8 +72,29 @@ pub enum Check {
     Growth(GrowthSpec),
     /// A ranked list (top operators) against the grader's own (lesson 02).
     Ranking(RankingSpec),
+    /// The reported time per step against the grader's own clock over the same steps, inside
+    /// the same timed windows.
+    StepTime(StepTimeSpec),
     /// Every sub-check passes.
     All(Vec<Check>),
+}
+
+/// `step_time`: for each case, `metric` (seconds per step) over the median of the grader's own
+/// step durations inside the timed windows of `variant` in trace `stream`, within [min, max].
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepTimeSpec {
+    pub cases: Vec<StepTimeCase>,
+    pub min: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepTimeCase {
+    pub stream: String,
+    pub variant: String,
+    pub metric: String,
 }
 
 /// `audit: {}`: no finding of the static audit (`src/driver/audit.py`); what a lesson truly needs
@@ -508,6 +529,15 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             }
         }
         Check::Audit(_) => Ok(()),
+        Check::StepTime(s) => {
+            if s.cases.is_empty() {
+                Err("cases: list at least one {stream, variant, metric}".into())
+            } else if !(s.min.is_finite() && s.max.is_finite() && s.min <= s.max) {
+                Err("min and max must be numbers with min ≤ max".into())
+            } else {
+                Ok(())
+            }
+        }
         Check::Answer(a) => {
             if a.expected.is_empty() {
                 Err("expected: list at least one accepted answer".into())
