@@ -82,6 +82,9 @@ const CASES: &[(&str, &[(u64, &str)])] = &[
     ("from torch._dynamo.utils import counters\ncounters['stats']['x'] = 1\n", &[(2, "patching")]),
     ("def f(x):\n    type(x).forward = None\n", &[(2, "patching")]),
     ("object.__setattr__(thing, 'a', 1)\n", &[(1, "patching")]),
+    ("import sys\nf = getattr(sys, '_get' + 'frame')\n", &[(2, "dynamic")]),
+    ("import pickle\nx = pickle.loads(blob)\n", &[(2, "dynamic")]),
+    ("class A:\n    def set(self, k, v):\n        setattr(self, k, v)\n        return getattr(self, k)\n", &[]),
     // ordinary code: attributes of its own objects, config the course allows everywhere
     (
         "import torch\nclass M:\n    def __init__(self):\n        self.x = 1\n        setattr(self, 'y', 2)\n\

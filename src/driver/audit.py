@@ -16,7 +16,8 @@ primitives are how a cheat reaches the grader's answers and instruments. Each us
               importing the grader's modules (grade_lib, grade_scenario, grade_baseline, driver, …)
   native      ctypes, _ctypes, cffi; /proc/… and /dev/fd/… paths; os.write/dup/dup2/fdopen/…
   dynamic     exec, eval, compile of strings; __import__ / importlib.import_module with a computed
-              name; builtins / __builtins__
+              name; builtins / __builtins__; getattr of a module with a computed name; pickle/marshal
+              loads; building functions or code objects by hand
   patching    assigning, deleting or setattr-ing an attribute (or item) of a module or class the
               submission did not define (`time.perf_counter = …`, `torch.Tensor.item = …`,
               `setattr(time, "perf_counter", …)`, `type(x).f = …`)
@@ -183,7 +184,9 @@ class _Audit(ast.NodeVisitor):
                 self.flag(node, "dynamic", f"{name or path}(<computed name>)")
             else:
                 self.check_import(node, node.args[0].value)
-        if path in ("builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__"):
+        if path in ("builtins.exec", "builtins.eval", "builtins.compile", "builtins.__import__",
+                    "pickle.loads", "pickle.load", "marshal.loads", "marshal.load",
+                    "types.FunctionType", "types.CodeType", "types.CellType"):
             self.flag(node, "dynamic", path)
         if name in ("setattr", "delattr") and node.args:
             target = self.foreign(node.args[0])
