@@ -1,17 +1,21 @@
-//! The course on disk: where the root is, which exercises exist, where each file of one lives,
-//! and which Python runs them.
+//! The course on disk: where the root is, which lessons it has (found, not listed: every
+//! `exercises/*/exercise.yaml`, ordered by folder name or by an optional `course.yaml`), where
+//! each file of one lives, and which Python runs them.
 use crate::error::GradeError;
+use crate::i18n::Text;
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// The chapter's six lessons, in order.
-pub const EXERCISES: [&str; 6] = [
-    "01-metrics",
-    "02-profiler",
-    "03-memory",
-    "04-checkpoint",
-    "05-compile",
-    "06-sync",
-];
+/// `course.yaml` at the course root (optional): the course's title, and an order for its lessons
+/// (lessons it does not name follow, by folder name).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CourseFile {
+    #[serde(default)]
+    pub title: Option<Text>,
+    #[serde(default)]
+    pub order: Vec<String>,
+}
 
 pub struct Course {
     pub root: PathBuf,
@@ -43,18 +47,41 @@ impl Course {
         Err(GradeError::RootNotFound)
     }
 
+    /// `course.yaml`, when the course has one (a malformed one is an error at file:line:column).
+    pub fn file(&self) -> Result<CourseFile, GradeError> {
+        let path = self.root.join("course.yaml");
+        if !path.is_file() {
+            return Ok(CourseFile::default());
+        }
+        crate::spec::load_yaml(&path).map(|(f, _)| f)
+    }
+
+    /// The lessons: each folder of `exercises/` holding an `exercise.yaml` (whether or not it
+    /// parses: a malformed one is reported where it is used), in `course.yaml`'s order, then by
+    /// folder name.
+    pub fn exercises(&self) -> Result<Vec<String>, GradeError> {
+        let mut found: Vec<String> = std::fs::read_dir(self.root.join("exercises"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().join("exercise.yaml").is_file())
+                    .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        let order = self.file()?.order;
+        let rank = |id: &String| order.iter().position(|o| o == id).unwrap_or(order.len());
+        found.sort_by_key(|id| (rank(id), id.clone()));
+        Ok(found)
+    }
+
     pub fn check_id(&self, id: &str) -> Result<(), GradeError> {
-        if !EXERCISES.contains(&id) {
+        let known = self.exercises()?;
+        if !known.iter().any(|k| k == id) {
             return Err(GradeError::UnknownExercise {
                 id: id.into(),
-                known: EXERCISES.join(" "),
-            });
-        }
-        let dir = self.exercise_dir(id);
-        if !dir.join("exercise.yaml").is_file() {
-            return Err(GradeError::ExerciseMissing {
-                id: id.into(),
-                path: dir.join("exercise.yaml"),
+                known: known.join(" "),
             });
         }
         Ok(())

@@ -25,9 +25,6 @@ pub enum GradeError {
     #[error("unknown exercise `{id}`; known exercises: {known}. Run `grade list` to see them.")]
     UnknownExercise { id: String, known: String },
 
-    #[error("exercise `{id}` is listed but not available yet ({path} is missing)")]
-    ExerciseMissing { id: String, path: PathBuf },
-
     #[error("submission not found: {path}\n  hint: grade your working copy with `grade exercise {id}`, or pass --submission FILE")]
     SubmissionMissing { path: PathBuf, id: String },
 

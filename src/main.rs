@@ -1,9 +1,9 @@
 //! `grade` — the pipeline: spec → workload → run → reference → checks → report.
 //! Stages 1–5 are `pipeline::grade`; `grade check` runs them over a whole course.
 use clap::Parser;
-use grade::check::{self, CheckOptions};
+use grade::selftest::{self, CheckOptions};
 use grade::cli::{CheckArgs, CheckFormat, Cli, Command, ExerciseArgs};
-use grade::course::{Course, EXERCISES};
+use grade::course::Course;
 use grade::error::{exit, GradeError};
 use grade::pipeline::{self, GradeRequest};
 use grade::report;
@@ -106,14 +106,14 @@ fn check_course(
         device: args.device.resolve()?,
     };
     let lang = args.lang;
-    let result = check::run(course, &opts, executor, &|e| {
-        eprintln!("{}", check::render::progress(&e, lang))
+    let result = selftest::run(course, &opts, executor, &|e| {
+        eprintln!("{}", selftest::render::progress(&e, lang))
     })?;
     print!(
         "{}",
         match args.format {
-            CheckFormat::Table => check::render::table(&result, lang, color_on_stdout()),
-            CheckFormat::Json => check::render::json(&result),
+            CheckFormat::Table => selftest::render::table(&result, lang, color_on_stdout()),
+            CheckFormat::Json => selftest::render::json(&result),
         }
     );
     Ok(result.exit_code())
@@ -129,15 +129,15 @@ fn progress(msg: &str) {
     }
 }
 
+/// The lessons found on disk; a malformed `exercise.yaml` is reported on its line, not fatal.
 fn list(course: &Course) -> Result<i32, GradeError> {
-    for id in EXERCISES {
-        let dir = course.exercise_dir(id);
-        match Exercise::load(&dir) {
+    if let Some(title) = course.file()?.title {
+        println!("{}  /  {}\n", title.zh, title.en);
+    }
+    for id in course.exercises()? {
+        match Exercise::load(&course.exercise_dir(&id)) {
             Ok(ex) => println!("{id:<14} {}  /  {}", ex.title.zh, ex.title.en),
-            Err(_) if !dir.join("exercise.yaml").exists() => {
-                println!("{id:<14} (not available yet / 尚未提供)")
-            }
-            Err(e) => println!("{id:<14} (broken spec: {e})"),
+            Err(e) => println!("{id:<14} (broken spec / 规格文件有误: {e})"),
         }
     }
     Ok(exit::PASS)

@@ -385,12 +385,12 @@ fn only_rejects_unknown_names() {
 #[test]
 fn readme_mistakes_split_at_separators_and_or() {
     let readme = "# L\n### 常见错误 / Common mistakes\n\n- 甲；乙;丙。\n- 排查时只看丁，没有戊、己或庚。\n\n> - English: not items\n### 下一节\n- 不算\n";
-    let (_, items) = grade::check::coverage::mistake_items(readme).unwrap();
+    let (_, items) = grade::selftest::coverage::mistake_items(readme).unwrap();
     assert_eq!(
         items,
         ["甲", "乙", "丙", "排查时只看丁", "没有戊", "己", "庚"]
     );
-    assert!(grade::check::coverage::mistake_items("# no section\n- 甲\n").is_none());
+    assert!(grade::selftest::coverage::mistake_items("# no section\n- 甲\n").is_none());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `grade batch`, `grade gradebook`, `grade diff`: from parsed arguments to output and exit code.
 use super::{progress, BatchOptions};
 use crate::cli::{BatchArgs, DiffArgs, GradebookArgs};
-use crate::course::{Course, EXERCISES};
+use crate::course::Course;
 use crate::error::{exit, GradeError};
 use crate::gradebook;
 use crate::runner::Executor;
@@ -33,11 +33,7 @@ pub fn batch(
             course.check_id(id)?;
             vec![id.clone()]
         }
-        None => EXERCISES
-            .iter()
-            .filter(|id| course.exercise_dir(id).join("exercise.yaml").is_file())
-            .map(|s| s.to_string())
-            .collect(),
+        None => course.exercises()?,
     };
     let cap = max_jobs();
     let jobs = args.jobs.map_or(default_jobs(), |j| j as usize);

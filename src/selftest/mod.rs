@@ -1,4 +1,5 @@
-//! `grade check`: the course proves itself. For each exercise the reference solution must pass
+//! `grade check` (the course's self-test; the rubric's check kinds are `src/checks/`): the course
+//! proves itself. For each exercise the reference solution must pass
 //! every criterion, the starter must fail with a reason for each failure, every fixture must fail
 //! exactly the criteria `expected.yaml` lists for it, and the rubric and the README's common
 //! mistakes must be covered (see `coverage`). Anything else is a surprise, reported with the part
@@ -7,7 +8,7 @@ pub mod coverage;
 pub mod expected;
 pub mod render;
 
-use crate::course::{Course, EXERCISES};
+use crate::course::Course;
 use crate::error::{exit, GradeError};
 use crate::i18n::Text;
 use crate::pipeline::{self, GradeRequest, Spec};
@@ -175,11 +176,7 @@ pub fn run(
 ) -> Result<CheckReport, GradeError> {
     let start = Instant::now();
     let ids: Vec<String> = if opts.ids.is_empty() {
-        EXERCISES
-            .iter()
-            .filter(|id| course.exercise_dir(id).join("exercise.yaml").is_file())
-            .map(|id| id.to_string())
-            .collect()
+        course.exercises()?
     } else {
         let mut ids: Vec<String> = Vec::new();
         for id in &opts.ids {
