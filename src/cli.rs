@@ -77,7 +77,7 @@ pub struct BatchArgs {
     /// Grade every available exercise
     #[arg(long)]
     pub all: bool,
-    /// Submissions graded at once [default: half the cores; at most one per core, so timing criteria stay reliable]
+    /// Submissions graded at once [default and most: one per core; every timing criterion compares quantities measured in the same windows, so a busy neighbour cannot flip it]
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
     /// Gradebook folder (records and gradebooks)

@@ -6,10 +6,11 @@ use crate::error::{exit, GradeError};
 use crate::gradebook;
 use crate::runner::Executor;
 
-/// The default: half the cores (at least one), so a run's timed probes do not compete for a core
-/// with another run, as in `grade exercise` on a quiet machine.
+/// The default: one run per core. Every time criterion compares quantities measured in the same
+/// windows or interleaved step by step, so a neighbour on the other core stretches both sides
+/// alike and cannot flip a verdict (issue 18).
 pub fn default_jobs() -> usize {
-    (cores() / 2).max(1)
+    cores()
 }
 
 /// The most: one run per core (each run has one torch thread). Every lesson's timing criteria
