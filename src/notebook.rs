@@ -93,6 +93,19 @@ impl LineMap {
             .flatten()
     }
 
+    /// The static audit's findings (`[{line, …}]`, `src/driver/audit.py`) get a `place`:
+    /// `cell N, line M`, which the `audit` check names instead of the generated line.
+    pub fn place_findings(&self, findings: &mut serde_json::Value) {
+        for f in findings.as_array_mut().into_iter().flatten() {
+            let at = f.get("line").and_then(|l| l.as_u64());
+            if let (Some(at), Some(obj)) =
+                (at.and_then(|l| self.locate(l as usize)), f.as_object_mut())
+            {
+                obj.insert("place".into(), at.to_string().into());
+            }
+        }
+    }
+
     /// `text` with every reference to a line of the generated module (`submission.py:12`,
     /// `File ".../submission.py", line 12`, `(submission.py, line 12)`) rewritten as the
     /// notebook's `cell N, line M`; `notebook` names the file in traceback lines. Any report

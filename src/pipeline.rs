@@ -87,6 +87,9 @@ pub fn grade(
     tensors.extend(reference::compute(&exercise.model, &work));
     let mut obs = run.obs.unwrap_or_default();
     obs.audit = obs.audit.take().or(run.audit.take()); // kept when the run crashed
+    if let (Some((nb, _)), Some(audit)) = (&prepared.notebook, &mut obs.audit) {
+        nb.map.place_findings(audit); // the audit's lines as the notebook's cells
+    }
     let evidence = Evidence {
         obs,
         tensors,

@@ -235,14 +235,16 @@ fn each_lessons_solution_as_a_notebook_passes() {
     eprintln!("six notebooks graded in {:.0} s", t.elapsed().as_secs_f64());
 }
 
-/// A magic, and a cell whose function raises: the report notes the magic once and names the cell
-/// and line of the raise, not the generated file.
+/// A magic, a cell whose function raises, and a cell the static audit flags: the report notes
+/// the magic once and names the cell and line of the raise and of the finding, never the
+/// generated file. One grading (lesson 04; its probes fail fast).
 #[test]
 fn notebook_with_a_magic_and_a_failing_cell_names_the_cell() {
     let tmp = tempfile::tempdir().unwrap();
     let py = std::fs::read_to_string(root().join("solutions/04-checkpoint/exercise.py")).unwrap();
     let bad = "def forward(blocks, x, *, checkpointing):\n    # my own loop\n    raise ValueError(\"boom\")\n";
-    let nb = notebook(&["%matplotlib inline\n", &py, bad]);
+    let audited = "import sys\n\nloaded = len(sys.modules)\n";
+    let nb = notebook(&["%matplotlib inline\n", &py, bad, "# md\nnotes\n", audited]);
     let file = tmp.path().join("work.ipynb");
     std::fs::write(&file, nb.to_string()).unwrap();
     let out = grade_in(
@@ -254,49 +256,25 @@ fn notebook_with_a_magic_and_a_failing_cell_names_the_cell() {
             s(&file),
             "--device",
             "cpu",
-            "--format",
-            "json",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let notes = r["notes"].to_string();
-    assert!(
-        notes.contains("cell 1, line 1: `%matplotlib inline`"),
-        "{notes}"
-    );
-    let probes = r["failed_probes"].as_object().unwrap();
-    assert!(!probes.is_empty(), "{r}");
-    for (name, err) in probes {
-        let err = err.as_str().unwrap();
-        assert!(
-            err.contains("ValueError: boom (cell 3, line 3 in forward)"),
-            "{name}: {err}"
-        );
-        assert!(!err.contains("submission.py"), "{name}: {err}");
-    }
-    // the table shows the cell too, and the note
-    let out = grade_in(
-        tmp.path(),
-        &[
-            "exercise",
-            "04-checkpoint",
-            "--submission",
-            s(&file),
-            "--device",
-            "cpu",
             "--lang",
             "en",
-            "--seed",
-            "1",
         ],
     );
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("(cell 3, line 3 in forward)"), "{table}");
+    assert_eq!(out.status.code(), Some(1), "{table}");
     assert!(
-        table.contains("were not run (dropped for grading)"),
+        table.contains("ValueError: boom (cell 3, line 3 in forward)"),
         "{table}"
     );
+    assert!(
+        table.contains("cell 4, line 3: "),
+        "the audit's finding: {table}"
+    );
+    assert!(
+        table.contains("1 IPython magic/shell line(s) of the notebook were not run (dropped for grading), the first at cell 1, line 1: `%matplotlib inline`"),
+        "{table}"
+    );
+    assert!(!table.contains("submission.py"), "{table}");
 }
 
 /// A demo cell that trains at import time runs into the timeout, with the hint to guard it.

@@ -16,6 +16,9 @@ pub struct Finding {
     pub what: String,
     pub zh: String,
     pub en: String,
+    /// Where to say it is instead of `line N` (a notebook's `cell N, line M`; set by the pipeline).
+    #[serde(default)]
+    pub place: Option<String>,
 }
 
 /// The audit's findings, or why there are none to judge.
@@ -60,11 +63,17 @@ pub fn evaluate(env: &Env) -> Outcome {
     };
     let zh: Vec<String> = shown
         .iter()
-        .map(|f| format!("第 {} 行 {}", f.line, f.zh))
+        .map(|f| match &f.place {
+            Some(p) => format!("{p} {}", f.zh),
+            None => format!("第 {} 行 {}", f.line, f.zh),
+        })
         .collect();
     let en: Vec<String> = shown
         .iter()
-        .map(|f| format!("line {}: {}", f.line, f.en))
+        .map(|f| match &f.place {
+            Some(p) => format!("{p}: {}", f.en),
+            None => format!("line {}: {}", f.line, f.en),
+        })
         .collect();
     Outcome::new(
         false,
