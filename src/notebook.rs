@@ -217,14 +217,14 @@ impl Notebook {
     pub fn dropped_note(&self) -> Option<Text> {
         let n = self.dropped.len();
         let (first, text) = self.dropped.first()?;
-        let more = if n > 1 {
-            format!(" (+{})", n - 1)
+        let (more_zh, more_en) = if n > 1 {
+            (format!("（另有 {} 处）", n - 1), format!(" ({} more)", n - 1))
         } else {
-            String::new()
+            (String::new(), String::new())
         };
         Some(text!(
-            format!("笔记本中的 {n} 行 IPython 魔法命令/Shell 命令没有运行（评分时忽略），第一处：{first}：`{text}`{more}"),
-            format!("{n} IPython magic/shell line(s) of the notebook were not run (dropped for grading), the first at {first}: `{text}`{more}")
+            format!("笔记本中的 {n} 行 IPython 魔法命令/Shell 命令没有运行（评分时忽略），第一处：{first}：`{text}`{more_zh}"),
+            format!("{n} IPython magic/shell line(s) of the notebook were not run (dropped for grading), the first at {first}: `{text}`{more_en}")
         ))
     }
 

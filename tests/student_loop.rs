@@ -1,18 +1,23 @@
 //! The student's loop (issue 21): notebook submissions, `grade watch` and `grade list`.
 //!
 //! - the notebook parser and the `cell N, line M` map on hand-made notebooks (no Python);
-//! - every lesson's reference solution as a notebook (split into cells, with a markdown cell, a
-//!   line magic and a shell line) passes, all six in ONE `grade batch --all --jobs 2`;
-//! - a notebook with a magic and a failing cell names the cell and line; one that runs a long demo
-//!   at import fails by the timeout with the hint to guard it; malformed JSON and nbformat 3 are
-//!   exit 2, located;
+//! - a notebook with a magic, a failing cell and a line the static audit flags names the cells
+//!   and lines; one that runs a long demo at import fails by the timeout with the hint to guard
+//!   it; malformed JSON and nbformat 3 are exit 2, located;
 //! - `grade watch` in tmux regrades after two saves (an in-place write and a rename) and quits on
 //!   `q`; `grade list` then shows the last verdict from the state file; `--reset` forgets it.
+//!
+//! Every lesson's reference solution as a notebook is graded in `tests/batch.rs`
+//! (`all_exercises_in_one_batch`: one `grade batch --all` that was grading the six solutions
+//! anyway now hands them in as `ID.ipynb`), so no grading is repeated for it here.
+mod support;
+
 use grade::notebook::{CellLine, Notebook};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+use support::notebook;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -31,42 +36,6 @@ fn grade_in(state: &Path, args: &[&str]) -> Output {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// A notebook of `cells` (code cells as given; `# md` cells become markdown), sources as line lists.
-fn notebook(cells: &[&str]) -> Value {
-    let cells: Vec<Value> = cells
-        .iter()
-        .map(|src| {
-            let lines: Vec<String> = src.split_inclusive('\n').map(String::from).collect();
-            if let Some(md) = src.strip_prefix("# md\n") {
-                json!({"cell_type": "markdown", "metadata": {}, "source": md})
-            } else {
-                json!({"cell_type": "code", "metadata": {}, "execution_count": null,
-                       "outputs": [], "source": lines})
-            }
-        })
-        .collect();
-    json!({"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3"}},
-           "cells": cells})
-}
-
-/// A `.py` file as a student would paste it into a notebook: a cell per top-level block (split
-/// before each `def`, `class`, decorator or import that follows a blank line).
-fn cells_of(py: &str) -> Vec<String> {
-    let mut cells = vec![String::new()];
-    let mut blank = false;
-    for line in py.split_inclusive('\n') {
-        let starts_block = ["def ", "class ", "@", "import ", "from "]
-            .iter()
-            .any(|k| line.starts_with(k));
-        if blank && starts_block && !cells.last().unwrap().trim().is_empty() {
-            cells.push(String::new());
-        }
-        blank = line.trim().is_empty();
-        cells.last_mut().unwrap().push_str(line);
-    }
-    cells
 }
 
 #[test]
@@ -170,69 +139,6 @@ fn malformed_and_old_notebooks_are_exit_2_located() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains(&format!("{}:2:", shape.display())), "{err}");
-}
-
-/// Every lesson's reference solution as a notebook passes: one `grade batch --all` of one student
-/// holding `ID.ipynb` for each lesson (lesson 05 compiles: warm when lesson_05's tests ran first).
-#[test]
-fn each_lessons_solution_as_a_notebook_passes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let student = tmp.path().join("class/nb");
-    std::fs::create_dir_all(&student).unwrap();
-    let ids = grade::course::EXERCISES;
-    for id in ids {
-        let py =
-            std::fs::read_to_string(root().join(format!("solutions/{id}/exercise.py"))).unwrap();
-        let mut cells = vec![
-            format!("# md\n# {id}\nMy work for this lesson.\n"),
-            "%load_ext autoreload\n%autoreload 2\n!nvidia-smi -L\n".to_string(),
-        ];
-        cells.extend(cells_of(&py));
-        let refs: Vec<&str> = cells.iter().map(String::as_str).collect();
-        std::fs::write(
-            student.join(format!("{id}.ipynb")),
-            serde_json::to_string_pretty(&notebook(&refs)).unwrap(),
-        )
-        .unwrap();
-    }
-    let out_dir = tmp.path().join("grades");
-    let t = Instant::now();
-    let out = grade_in(
-        tmp.path(),
-        &[
-            "batch",
-            s(&tmp.path().join("class")),
-            "--all",
-            "--jobs",
-            "2",
-            "--device",
-            "cpu",
-            "--seed",
-            "21",
-            "--out",
-            s(&out_dir),
-        ],
-    );
-    let g: Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.join("grades.json")).unwrap())
-            .unwrap();
-    let rows = g["grades"].as_array().unwrap();
-    assert_eq!(rows.len(), ids.len(), "{g}");
-    for r in rows {
-        assert_eq!(r["outcome"], "graded", "{r}");
-        assert_eq!(
-            r["summary"]["failed"], 0,
-            "{} as a notebook failed: {r}",
-            r["exercise"]
-        );
-    }
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("six notebooks graded in {:.0} s", t.elapsed().as_secs_f64());
 }
 
 /// A magic, a cell whose function raises, and a cell the static audit flags: the report notes
