@@ -61,33 +61,21 @@ pub fn evaluate(env: &Env) -> Outcome {
     } else {
         (String::new(), String::new())
     };
-    let zh: Vec<String> = shown
-        .iter()
-        .map(|f| match &f.place {
-            Some(p) => format!("{p} {}", f.zh),
-            None => format!("第 {} 行 {}", f.line, f.zh),
-        })
-        .collect();
-    let en: Vec<String> = shown
-        .iter()
-        .map(|f| match &f.place {
-            Some(p) => format!("{p}: {}", f.en),
-            None => format!("line {}: {}", f.line, f.en),
-        })
-        .collect();
+    let at = |f: &Finding, zh: bool| match (&f.place, zh) {
+        (Some(p), true) => format!("{p} "),
+        (Some(p), false) => format!("{p}: "),
+        (None, true) => format!("第 {} 行 ", f.line),
+        (None, false) => format!("line {}: ", f.line),
+    };
+    let zh: Vec<String> = shown.iter().map(|f| format!("{}{}", at(f, true), f.zh)).collect();
+    let en: Vec<String> = shown.iter().map(|f| format!("{}{}", at(f, false), f.en)).collect();
     Outcome::new(
         false,
-        text!(
-            format!("{} 处", found.len()),
-            format!("{} uses", found.len())
-        ),
+        text!(format!("{} 处", found.len()), format!("{} uses", found.len())),
         bound,
         text!(
             format!("提交不得检查或修改评分器：{}{more_zh}", zh.join("；")),
-            format!(
-                "a submission may not inspect or modify the grader: {}{more_en}",
-                en.join("; ")
-            )
+            format!("a submission may not inspect or modify the grader: {}{more_en}", en.join("; "))
         ),
     )
 }
