@@ -218,7 +218,10 @@ impl Notebook {
         let n = self.dropped.len();
         let (first, text) = self.dropped.first()?;
         let (more_zh, more_en) = if n > 1 {
-            (format!("（另有 {} 处）", n - 1), format!(" ({} more)", n - 1))
+            (
+                format!("（另有 {} 处）", n - 1),
+                format!(" ({} more)", n - 1),
+            )
         } else {
             (String::new(), String::new())
         };
