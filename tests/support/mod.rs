@@ -1,4 +1,5 @@
 //! Helpers the end-to-end test files share (`mod support;`).
+#![allow(dead_code)] // each test binary uses some of these helpers
 use serde_json::{json, Value};
 
 /// `id  STATUS` per line: the stable part of a graded report, as snapshotted.
@@ -18,7 +19,6 @@ pub fn verdict_table(report: &Value) -> String {
         .join("\n")
 }
 
-#[allow(dead_code)] // used by batch.rs and student_loop.rs only
 /// A notebook of `cells` (code cells as given; `# md` cells become markdown), sources as line lists.
 pub fn notebook(cells: &[&str]) -> Value {
     let cells: Vec<Value> = cells
@@ -37,7 +37,6 @@ pub fn notebook(cells: &[&str]) -> Value {
            "cells": cells})
 }
 
-#[allow(dead_code)]
 /// A `.py` file as a student would paste it into a notebook: a cell per top-level block (split
 /// before each `def`, `class`, decorator or import that follows a blank line).
 pub fn cells_of(py: &str) -> Vec<String> {
@@ -56,7 +55,6 @@ pub fn cells_of(py: &str) -> Vec<String> {
     cells
 }
 
-#[allow(dead_code)]
 /// `py` as a notebook a student might hand in: a markdown cell, a cell of magics and a shell line
 /// (dropped when graded), then the code split into cells (`cells_of`).
 pub fn notebook_of_py(title: &str, py: &str) -> Value {
