@@ -44,7 +44,7 @@ pub enum Command {
     /// List the exercises, with your last verdict and score for each (from .grade/state.json).
     List(ListArgs),
     /// Regrade your working copy (or --submission FILE) each time you save it; q quits.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = WATCH_AFTER_HELP)]
     Watch(WatchArgs),
     /// For instructors: grade a whole class (a folder per student, or a NAME.py per student) and
     /// write gradebooks (records, grades.csv, grades.json, Gradescope, JUnit) into --out.
@@ -103,6 +103,16 @@ pub struct BatchArgs {
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
 }
+
+const WATCH_AFTER_HELP: &str = "\
+Keys / 按键: r  regrade now 立即重评    q or Ctrl-C  quit 退出 (a grading in progress finishes first)
+
+Exit codes / 退出码:
+  0  you quit                                       已退出
+  2  it could not start (unknown exercise, missing  无法开始（未知练习、找不到文件、
+     file, no Python)                               没有 Python 环境等）
+
+Each grading's verdict and score go to .grade/state.json (see `grade list`).";
 
 #[derive(Args, Debug)]
 pub struct ListArgs {
