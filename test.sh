@@ -8,4 +8,9 @@ cd "$(dirname "$0")"
 # test-only: the JUnit XML schema validator (tests/batch.rs)
 .venv/bin/python -c 'import xmlschema' 2>/dev/null ||
   .venv/bin/python -m pip install --quiet --disable-pip-version-check xmlschema
+# test-only: tmux drives `grade watch` in a terminal (tests/student_loop.rs)
+if ! command -v tmux >/dev/null; then
+  sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq tmux >/dev/null
+fi
 cargo test --quiet "$@"

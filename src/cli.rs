@@ -1,4 +1,4 @@
-//! Command line (clap derive): `grade exercise`, `grade check`, `grade list`.
+//! Command line (clap derive): `grade exercise`, `grade watch`, `grade check`, `grade list`, `grade batch`, …
 use crate::error::GradeError;
 use crate::i18n::Lang;
 use crate::report::Format;
@@ -41,8 +41,11 @@ pub enum Command {
     /// common mistake (常见错误) of the lesson README is mapped to criteria.
     #[command(after_help = CHECK_AFTER_HELP)]
     Check(CheckArgs),
-    /// List the exercises.
-    List,
+    /// List the exercises, with your last verdict and score for each (from .grade/state.json).
+    List(ListArgs),
+    /// Regrade your working copy (or --submission FILE) each time you save it; q quits.
+    #[command(after_help = WATCH_AFTER_HELP)]
+    Watch(WatchArgs),
     /// For instructors: grade a whole class (a folder per student, or a NAME.py per student) and
     /// write gradebooks (records, grades.csv, grades.json, Gradescope, JUnit) into --out.
     #[command(after_help = BATCH_AFTER_HELP)]
@@ -57,8 +60,9 @@ pub enum Command {
 
 const BATCH_AFTER_HELP: &str = "\
 Discovery / 识别规则: in DIR, each folder is a student (id = folder name) whose submission for
-exercise ID is ID/exercise.py, ID.py or (one exercise only) exercise.py inside it; each NAME.py is
-a student NAME (one exercise only). A folder where nothing matches is a \"no submission\" row.
+exercise ID is ID/exercise.py, ID.py or (one exercise only) exercise.py inside it, or the same
+name as a Jupyter notebook (.ipynb, after the .py); each NAME.py or NAME.ipynb is a student NAME
+(one exercise only). A folder where nothing matches is a \"no submission\" row.
 Hidden entries and other files are ignored. An empty class is exit 2.
 
 Exit codes / 退出码:
@@ -100,6 +104,44 @@ pub struct BatchArgs {
     pub timeout: Option<u64>,
 }
 
+const WATCH_AFTER_HELP: &str = "\
+Keys / 按键: r  regrade now 立即重评    q or Ctrl-C  quit 退出 (a grading in progress finishes first)
+
+Exit codes / 退出码:
+  0  you quit                                       已退出
+  2  it could not start (unknown exercise, missing  无法开始（未知练习、找不到文件、
+     file, no Python)                               没有 Python 环境等）
+
+Each grading's verdict and score go to .grade/state.json (see `grade list`).";
+
+#[derive(Args, Debug)]
+pub struct ListArgs {
+    /// Forget the recorded verdicts and scores (.grade/state.json)
+    #[arg(long)]
+    pub reset: bool,
+    #[arg(long, value_enum, default_value_t = Lang::Zh)]
+    pub lang: Lang,
+}
+
+#[derive(Args, Debug)]
+pub struct WatchArgs {
+    /// Exercise id: 01-metrics 02-profiler 03-memory 04-checkpoint 05-compile 06-sync
+    pub id: String,
+    /// Watch and grade this file (.py or .ipynb) instead of exercises/<ID>/exercise.py
+    #[arg(long)]
+    pub submission: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto)]
+    pub device: DeviceArg,
+    /// Seed for weights and inputs [default: a fresh random one per grading]
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Wall-clock limit for each run [default: timeout_s in exercise.yaml]
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    #[arg(long, value_enum, default_value_t = Lang::Zh)]
+    pub lang: Lang,
+}
+
 #[derive(Args, Debug)]
 pub struct GradebookArgs {
     /// A `grade batch --out` folder
@@ -118,7 +160,7 @@ pub struct DiffArgs {
 pub struct ExerciseArgs {
     /// Exercise id: 01-metrics 02-profiler 03-memory 04-checkpoint 05-compile 06-sync
     pub id: String,
-    /// Grade this file instead of exercises/<ID>/exercise.py
+    /// Grade this file (.py, or a Jupyter notebook .ipynb) instead of exercises/<ID>/exercise.py
     #[arg(long, conflicts_with = "solution")]
     pub submission: Option<PathBuf>,
     /// Grade the reference solution in solutions/<ID>/exercise.py

@@ -38,6 +38,9 @@ pub enum GradeError {
     NoCuda,
 
     #[error(transparent)]
+    Notebook(#[from] crate::notebook::NotebookError),
+
+    #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
 

@@ -4,11 +4,10 @@ use clap::Parser;
 use grade::selftest::{self, CheckOptions};
 use grade::cli::{CheckArgs, CheckFormat, Cli, Command, ExerciseArgs};
 use grade::course::Course;
-use grade::error::{exit, GradeError};
+use grade::error::GradeError;
 use grade::pipeline::{self, GradeRequest};
 use grade::report;
 use grade::runner::{zygote::ZygoteExecutor, Executor, PythonExecutor};
-use grade::spec::Exercise;
 use std::io::IsTerminal;
 
 fn main() {
@@ -26,7 +25,11 @@ fn main() {
 fn dispatch(cli: Cli) -> Result<i32, GradeError> {
     let course = Course::locate(cli.root)?;
     match cli.command {
-        Command::List => list(&course),
+        Command::List(args) => grade::state::list(&course, args.reset, args.lang),
+        Command::Watch(args) => {
+            let python = course.python(cli.python);
+            grade::watch::run(&course, &args, &PythonExecutor::new(python)?)
+        }
         Command::Exercise(args) => {
             let python = course.python(cli.python);
             grade_exercise(&course, &args, &PythonExecutor::new(python)?)
@@ -82,6 +85,14 @@ fn grade_exercise(
         },
         executor,
     )?;
+    if !args.solution {
+        grade::state::record(
+            course,
+            &args.id,
+            std::path::Path::new(&report.submission),
+            &report,
+        );
+    }
     // 6. report
     let color = args.format == report::Format::Table && color_on_stdout();
     print!(
@@ -127,18 +138,4 @@ fn progress(msg: &str) {
     if std::io::stderr().is_terminal() {
         eprintln!("⏳ {msg}");
     }
-}
-
-/// The lessons found on disk; a malformed `exercise.yaml` is reported on its line, not fatal.
-fn list(course: &Course) -> Result<i32, GradeError> {
-    if let Some(title) = course.file()?.title {
-        println!("{}  /  {}\n", title.zh, title.en);
-    }
-    for id in course.exercises()? {
-        match Exercise::load(&course.exercise_dir(&id)) {
-            Ok(ex) => println!("{id:<14} {}  /  {}", ex.title.zh, ex.title.en),
-            Err(e) => println!("{id:<14} (broken spec / 规格文件有误: {e})"),
-        }
-    }
-    Ok(exit::PASS)
 }

@@ -8,7 +8,7 @@ use crate::observations::Evidence;
 use crate::report::{Report, Summary};
 use crate::runner::{Device, Executor, RunRequest};
 use crate::spec::{Exercise, Rubric};
-use crate::{reference, workload};
+use crate::{notebook, reference, workload};
 use std::path::PathBuf;
 
 /// One submission to grade, and how.
@@ -62,13 +62,15 @@ pub fn grade(
             id: req.id.clone(),
         });
     }
+    // a notebook runs as the module of its code cells (texts naming its lines say `cell N, line M`)
+    let prepared = notebook::Prepared::new(&req.submission)?;
     // 2. workload: weights and inputs from a seed the submission cannot predict
     let seed = req.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
     let work = workload::generate(&exercise.model, seed);
     // 3. run the submission under the driver, on a leash
     let mut run = executor.execute(&RunRequest {
         exercise: &exercise,
-        submission: &req.submission,
+        submission: prepared.path(),
         workload: &work,
         device: req.device,
         seed,
@@ -85,6 +87,9 @@ pub fn grade(
     tensors.extend(reference::compute(&exercise.model, &work));
     let mut obs = run.obs.unwrap_or_default();
     obs.audit = obs.audit.take().or(run.audit.take()); // kept when the run crashed
+    if let (Some((nb, _)), Some(audit)) = (&prepared.notebook, &mut obs.audit) {
+        nb.map.place_findings(audit); // the audit's lines as the notebook's cells
+    }
     let evidence = Evidence {
         obs,
         tensors,
@@ -100,7 +105,7 @@ pub fn grade(
         req.device,
     );
     let failed_probe = evidence.obs.probes.values().any(|p| !p.ok);
-    Ok(Report {
+    let mut report = Report {
         exercise: exercise.id.clone(),
         title: exercise.title.clone(),
         submission: req.submission.display().to_string(),
@@ -121,5 +126,10 @@ pub fn grade(
             .map(|(name, p)| (name.clone(), p.error.clone().unwrap_or_default()))
             .collect(),
         sandbox_gaps: run.sandbox_gaps,
-    })
+        notes: Vec::new(),
+    };
+    if let Some((nb, _)) = &prepared.notebook {
+        nb.annotate(&mut report, &req.submission);
+    }
+    Ok(report)
 }

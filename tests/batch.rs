@@ -4,6 +4,8 @@
 //! SIGINT then resumed, and three shards merged with `grade gradebook`, must end with the same
 //! gradebook (modulo timings). Plus: exporters' required fields, the seed regrades a row alone,
 //! discovery, shards, and `grade diff` (snapshot).
+mod support;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -435,6 +437,12 @@ fn discovery_rules() {
         ".hidden/exercise.py",
         "notes.txt",
         "d/other.txt",
+        // notebooks (issue 21): the same names as .ipynb, after the .py
+        "a/exercise.ipynb",
+        "f/exercise.ipynb",
+        "g/04-checkpoint.ipynb",
+        "h/04-checkpoint/exercise.ipynb",
+        "i.ipynb",
     ] {
         let p = d.join(f);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -442,7 +450,7 @@ fn discovery_rules() {
     }
     let found = grade::batch::discover(d).unwrap();
     let ids: Vec<_> = found.iter().map(|s| s.id.as_str()).collect();
-    assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    assert_eq!(ids, ["a", "b", "c", "d", "e", "f", "g", "h", "i"]);
     let sub = |i: usize, single| {
         found[i]
             .submission("04-checkpoint", single)
@@ -454,6 +462,16 @@ fn discovery_rules() {
     assert_eq!(sub(2, false), Some("c/04-checkpoint/exercise.py".into()));
     assert_eq!(sub(3, true), None, "no submission");
     assert_eq!(sub(4, true), Some("e.py".into()));
+    assert_eq!(sub(5, true), Some("f/exercise.ipynb".into()));
+    assert_eq!(
+        sub(5, false),
+        None,
+        "exercise.ipynb is ambiguous with --all"
+    );
+    assert_eq!(sub(6, false), Some("g/04-checkpoint.ipynb".into()));
+    assert_eq!(sub(7, false), Some("h/04-checkpoint/exercise.ipynb".into()));
+    assert_eq!(sub(8, true), Some("i.ipynb".into()));
+    assert_eq!(sub(8, false), None, "a loose notebook with --all");
     std::fs::create_dir_all(d.join("e")).unwrap();
     assert!(grade::batch::discover(d).is_err(), "e/ and e.py: ambiguous");
 }
@@ -655,9 +673,11 @@ fn hostile_students_do_not_change_other_rows() {
     assert!(!daemon_alive, "the daemon student outlived the batch");
 }
 
-/// `--all`: one student hands in all six solutions (files named `NN-name.py`), another all six
-/// starters; every exercise is graded for both (forked from one warm interpreter, two at once):
-/// every solution passes, every starter fails, and the summary table has a column per exercise.
+/// `--all`: one student hands in all six solutions as Jupyter notebooks (`NN-name.ipynb`: the
+/// code split into cells, a markdown cell, magics and a shell line; issue 21), another all six
+/// starters (`NN-name.py`); every exercise is graded for both (forked from one warm interpreter,
+/// two at once): every solution notebook passes, every starter fails, and the summary table has a
+/// column per exercise.
 #[test]
 fn all_exercises_in_one_batch() {
     // two gradings at once use both cores: nothing else may run meanwhile
@@ -676,11 +696,14 @@ fn all_exercises_in_one_batch() {
     for (student, from) in [("sol", "solutions"), ("start", "exercises")] {
         std::fs::create_dir_all(class.join(student)).unwrap();
         for id in ids {
-            std::fs::copy(
-                r.join(format!("{from}/{id}/exercise.py")),
-                class.join(student).join(format!("{id}.py")),
-            )
-            .unwrap();
+            let py = r.join(format!("{from}/{id}/exercise.py"));
+            if student == "sol" {
+                let nb = support::notebook_of_py(id, &std::fs::read_to_string(py).unwrap());
+                let to = class.join(student).join(format!("{id}.ipynb"));
+                std::fs::write(to, serde_json::to_string_pretty(&nb).unwrap()).unwrap();
+            } else {
+                std::fs::copy(py, class.join(student).join(format!("{id}.py"))).unwrap();
+            }
         }
     }
     let out = tmp.path().join("out");

@@ -4,9 +4,10 @@
 //!
 //! Discovery (`discover`), in `DIR`, sorted by name, hidden entries (`.name`) ignored:
 //! - a folder is a student (id = folder name); for exercise `ID` its submission is the first of
-//!   `ID/exercise.py`, `ID.py`, `exercise.py` (the last only with a single exercise) inside it;
-//! - a file `NAME.py` is a student (id = `NAME`) whose submission it is (single exercise only;
-//!   with `--all` a loose file has no submission);
+//!   `ID/exercise.py`, `ID/exercise.ipynb`, `ID.py`, `ID.ipynb`, `exercise.py`, `exercise.ipynb`
+//!   (the last two only with a single exercise) inside it (`.ipynb`: a Jupyter notebook);
+//! - a file `NAME.py` or `NAME.ipynb` is a student (id = `NAME`) whose submission it is (single
+//!   exercise only; with `--all` a loose file has no submission);
 //! - other files are ignored; a folder where nothing matches is a "no submission" row;
 //! - a class without any student is exit 2, and so is a folder and a file with the same id.
 pub mod commands;
@@ -38,9 +39,14 @@ impl Student {
         if self.is_file {
             return single.then(|| self.path.clone());
         }
-        let mut names = vec![format!("{exercise}/exercise.py"), format!("{exercise}.py")];
+        let mut names = vec![
+            format!("{exercise}/exercise.py"),
+            format!("{exercise}/exercise.ipynb"),
+            format!("{exercise}.py"),
+            format!("{exercise}.ipynb"),
+        ];
         if single {
-            names.push("exercise.py".into());
+            names.extend(["exercise.py".into(), "exercise.ipynb".into()]);
         }
         names
             .into_iter()
@@ -65,7 +71,10 @@ pub fn discover(dir: &Path) -> Result<Vec<Student>, GradeError> {
                 path,
                 is_file: false,
             }
-        } else if let Some(stem) = name.strip_suffix(".py").filter(|s| !s.is_empty()) {
+        } else if let Some(stem) = (name.strip_suffix(".py"))
+            .or(name.strip_suffix(".ipynb"))
+            .filter(|s| !s.is_empty())
+        {
             Student {
                 id: stem.to_string(),
                 path,

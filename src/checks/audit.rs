@@ -16,6 +16,9 @@ pub struct Finding {
     pub what: String,
     pub zh: String,
     pub en: String,
+    /// Where to say it is instead of `line N` (a notebook's `cell N, line M`; set by the pipeline).
+    #[serde(default)]
+    pub place: Option<String>,
 }
 
 /// The audit's findings, or why there are none to judge.
@@ -58,14 +61,14 @@ pub fn evaluate(env: &Env) -> Outcome {
     } else {
         (String::new(), String::new())
     };
-    let zh: Vec<String> = shown
-        .iter()
-        .map(|f| format!("第 {} 行 {}", f.line, f.zh))
-        .collect();
-    let en: Vec<String> = shown
-        .iter()
-        .map(|f| format!("line {}: {}", f.line, f.en))
-        .collect();
+    let at = |f: &Finding, zh: bool| match (&f.place, zh) {
+        (Some(p), true) => format!("{p} "),
+        (Some(p), false) => format!("{p}: "),
+        (None, true) => format!("第 {} 行 ", f.line),
+        (None, false) => format!("line {}: ", f.line),
+    };
+    let zh: Vec<String> = shown.iter().map(|f| format!("{}{}", at(f, true), f.zh)).collect();
+    let en: Vec<String> = shown.iter().map(|f| format!("{}{}", at(f, false), f.en)).collect();
     Outcome::new(
         false,
         text!(

@@ -39,6 +39,9 @@ pub struct Report {
     /// What the sandbox could not enforce on this platform (README "Security"); empty when all held.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sandbox_gaps: Vec<Text>,
+    /// Notes on how the submission was read (a notebook's dropped magics, a hint on a timeout).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Text>,
 }
 
 impl Summary {

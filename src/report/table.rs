@@ -219,6 +219,13 @@ impl TableExporter {
                 out.push_str(&format!("  │ {l}\n"));
             }
         }
+        for note in &r.notes {
+            out.push_str(&format!(
+                "{}{}\n",
+                if zh { "ℹ 注意：" } else { "ℹ note: " },
+                note.get(lang)
+            ));
+        }
         for gap in &r.sandbox_gaps {
             out.push_str(&format!(
                 "{}{}\n",
