@@ -458,7 +458,20 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             };
             match (&t.count, &t.each, t.expect) {
                 (Some(kind), None, None) => {
-                    const KINDS: [&str; 5] = ["ckpt", "sync", "timer", "step", "step_done"];
+                    // lesson 06 adds its read-back instrument's events (lib.py HostReads), the
+                    // model's `forward {grad}` and count_syncs()'s `call`
+                    const KINDS: [&str; 10] = [
+                        "ckpt",
+                        "sync",
+                        "timer",
+                        "step",
+                        "step_done",
+                        "readback",
+                        "factory",
+                        "kept_graph",
+                        "forward",
+                        "call",
+                    ];
                     if !KINDS.contains(&kind.as_str()) {
                         return Err(format!(
                             "count: unknown event `{kind}`; allowed: {}",
