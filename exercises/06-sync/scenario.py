@@ -256,9 +256,10 @@ class Lesson:
 
             def fn(inner=inner):
                 start = bool(_profiler_enabled())
-                out = inner()
-                ctx.event("call", profiling_start=start, profiling_end=bool(_profiler_enabled()))
-                return out
+                try:
+                    return inner()
+                finally:  # sent even when train() raises
+                    ctx.event("call", profiling_start=start, profiling_end=bool(_profiler_enabled()))
 
             ctx.trace = trace = []
             try:

@@ -267,6 +267,10 @@ pub struct Quantity {
     pub metric: Option<String>,
     #[serde(default)]
     pub ratio: Option<[String; 2]>,
+    /// ... or how many events of this kind the run's trace holds (the run names a trace, e.g.
+    /// `host.train.short`; counted here from the events, not from a number the run reported)
+    #[serde(default)]
+    pub count: Option<String>,
     /// Largest allowed max(a/b, b/a) - 1 (0 = identical, 0.6 = within a factor of 1.6).
     pub max_rel_diff: f64,
 }
@@ -533,9 +537,10 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 return Err("quantities: list at least one".into());
             }
             for q in &r.quantities {
-                if q.metric.is_some() == q.ratio.is_some() {
+                let named = [q.metric.is_some(), q.ratio.is_some(), q.count.is_some()];
+                if named.iter().filter(|x| **x).count() != 1 {
                     return Err(
-                        "each quantity needs exactly one of `metric:` or `ratio: [num, den]`"
+                        "each quantity needs exactly one of `metric:`, `ratio: [num, den]` or `count:`"
                             .into(),
                     );
                 }
