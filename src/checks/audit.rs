@@ -58,27 +58,15 @@ pub fn evaluate(env: &Env) -> Outcome {
     } else {
         (String::new(), String::new())
     };
-    let zh: Vec<String> = shown
-        .iter()
-        .map(|f| format!("第 {} 行 {}", f.line, f.zh))
-        .collect();
-    let en: Vec<String> = shown
-        .iter()
-        .map(|f| format!("line {}: {}", f.line, f.en))
-        .collect();
+    let zh: Vec<String> = shown.iter().map(|f| format!("第 {} 行 {}", f.line, f.zh)).collect();
+    let en: Vec<String> = shown.iter().map(|f| format!("line {}: {}", f.line, f.en)).collect();
     Outcome::new(
         false,
-        text!(
-            format!("{} 处", found.len()),
-            format!("{} uses", found.len())
-        ),
+        text!(format!("{} 处", found.len()), format!("{} uses", found.len())),
         bound,
         text!(
             format!("提交不得检查或修改评分器：{}{more_zh}", zh.join("；")),
-            format!(
-                "a submission may not inspect or modify the grader: {}{more_en}",
-                en.join("; ")
-            )
+            format!("a submission may not inspect or modify the grader: {}{more_en}", en.join("; "))
         ),
     )
 }

@@ -79,15 +79,10 @@ pub fn parse(bytes: &[u8], nonce: &str) -> Result<Option<Received>, Text> {
         match f.as_slice() {
             ["END", n, secs] => {
                 if n.parse::<usize>().ok() != Some(records) {
-                    return Err(tampered(&format!(
-                        "{records} records where the driver sent {n}"
-                    )));
+                    return Err(tampered(&format!("{records} records where the driver sent {n}")));
                 }
                 if at != bytes.len() {
-                    return Err(tampered(&format!(
-                        "{} bytes after the end",
-                        bytes.len() - at
-                    )));
+                    return Err(tampered(&format!("{} bytes after the end", bytes.len() - at)));
                 }
                 rx.obs.driver_s = secs.parse().unwrap_or(0.0);
                 asm.finish(&mut rx)?;
@@ -105,8 +100,8 @@ pub fn parse(bytes: &[u8], nonce: &str) -> Result<Option<Received>, Text> {
                 if *kind == "T" {
                     rx.tensors.push(body.to_vec());
                 } else {
-                    let rec: Value = serde_json::from_slice(body)
-                        .map_err(|_| tampered("a record is not JSON"))?;
+                    let rec: Value =
+                        serde_json::from_slice(body).map_err(|_| tampered("a record is not JSON"))?;
                     asm.take(rec, &mut rx)?;
                 }
             }
@@ -127,9 +122,7 @@ struct Assembler {
 impl Assembler {
     fn take(&mut self, rec: Value, rx: &mut Received) -> Result<(), Text> {
         let bad = |what: &str| tampered(what);
-        let arr = rec
-            .as_array()
-            .ok_or_else(|| bad("a record is not a list"))?;
+        let arr = rec.as_array().ok_or_else(|| bad("a record is not a list"))?;
         let op = arr.first().and_then(Value::as_str).unwrap_or("");
         let name = || {
             arr.get(1)
@@ -146,18 +139,14 @@ impl Assembler {
                 }
             }
             ("event", 3) => {
-                let sid = arr[1]
-                    .as_u64()
-                    .ok_or_else(|| bad("an event without a stream"))?;
+                let sid = arr[1].as_u64().ok_or_else(|| bad("an event without a stream"))?;
                 let ev: Event =
                     serde_json::from_value(arr[2].clone()).map_err(|_| bad("an event"))?;
                 self.streams.entry(sid).or_default().push(ev);
             }
             ("trace", 3) => {
                 let key = name()?;
-                let sid = arr[2]
-                    .as_u64()
-                    .ok_or_else(|| bad("a trace without a stream"))?;
+                let sid = arr[2].as_u64().ok_or_else(|| bad("a trace without a stream"))?;
                 if !self.named.insert(key.clone()) {
                     return Err(bad(&format!("trace `{key}` written twice")));
                 }
@@ -194,8 +183,8 @@ impl Assembler {
                         },
                     );
                 } else {
-                    let rec: ProbeRecord = serde_json::from_value(arr[2].clone())
-                        .map_err(|_| bad("a probe record"))?;
+                    let rec: ProbeRecord =
+                        serde_json::from_value(arr[2].clone()).map_err(|_| bad("a probe record"))?;
                     match obs.probes.get(&key) {
                         Some(p) if p.seconds.is_none() => {
                             obs.probes.insert(key, rec);

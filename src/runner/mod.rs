@@ -485,11 +485,7 @@ impl PythonExecutor {
             .filter_map(|k| k.strip_prefix("integrity.seen."))
             .map(str::to_string)
             .collect();
-        if let Some(t) = obs
-            .metrics
-            .get("integrity.tampered")
-            .and_then(|v| v.as_str())
-        {
+        if let Some(t) = obs.metrics.get("integrity.tampered").and_then(|v| v.as_str()) {
             patched.extend(t.split(", ").filter(|t| *t != "none").map(str::to_string));
         }
         patched.sort();
