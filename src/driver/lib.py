@@ -261,6 +261,10 @@ DISPATCH = _Frozen({
 # a read-back whose graph reaches the losses of several steps kept those graphs alive).
 STEP_MARK = "grade_step"
 _frombuffer = torch.frombuffer
+_dispatch_len = torch._C._len_torch_dispatch_stack
+_dispatch_at = torch._C._get_dispatch_stack_at
+_dispatch_pop = torch._C._pop_torch_dispatch_stack
+_dispatch_push = torch._C._push_on_torch_dispatch_stack
 
 
 def graph_steps(t, limit=50_000):
@@ -458,8 +462,18 @@ class HostReads(_TorchFunctionMode):
         return out
 
     def _call(self, func, args, kwargs):
+        """func() with the dispatch mode below set aside (when it is on top, as it is unless
+        the watched code pushed one of its own): what a torch function does inside is counted
+        at the torch-function level or not at all, and costs no Python call per aten op."""
         self.depth += 1
+        below = self._below
+        n = _dispatch_len()
+        aside = n > 0 and below is not None and _dispatch_at(n - 1) is below
+        if aside:
+            _dispatch_pop(None)
         try:
             return func(*args, **kwargs)
         finally:
+            if aside:
+                _dispatch_push(below)
             self.depth -= 1
