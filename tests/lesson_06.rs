@@ -1,6 +1,8 @@
-//! Lesson 06 (`06-sync`): (a) the rubric on recorded observations, pure Rust, exact and fast;
+//! Lesson 06 (`06-sync`): (a) the rubric on recorded observations, pure Rust, exact and fast
+//! (counts come from the events the instruments sent, so the mutations add or drop events);
 //! the grader's greedy decode in tch; (b) the grader's read-back instrument (`lib.py` HostReads)
-//! on every path through which a tensor's value reaches Python, one small Python run; (c) end to
+//! on every path through which a tensor's value reaches Python or a constant is made (legacy
+//! constructors, code built with `exec(compile(...))`, frozen tables), one small Python run; (c) end to
 //! end: the real binary on the solution, the starter and every fixture of
 //! `tests/fixtures/06-sync/`, each failing exactly the criteria its `expected.yaml` lists, verdict
 //! tables snapshotted with insta.
@@ -170,7 +172,23 @@ fn recorded_solution_reads_back_once_per_log_and_the_tokens_once() {
     // the profiler: 4 steps, log every 4 → one .item(); the baseline 3 per step + one format
     assert_eq!(obs.metrics["profile.grader.train"], json!(1));
     assert_eq!(obs.metrics["profile.grader.baseline"], json!(13));
-    assert_eq!(obs.metrics["profile.student.baseline"], json!(13));
+    assert_eq!(obs.metrics["count_syncs.baseline"], json!(13));
+    // count_syncs() called the grader's fn once per run, with the profiler recording throughout
+    for who in ["baseline", "train"] {
+        let calls = &obs.traces[&format!("count_syncs.{who}")];
+        let calls: Vec<_> = calls.iter().filter(|e| e.e == "call").collect();
+        assert_eq!(calls.len(), 1, "{who}");
+        assert_eq!(calls[0].fields["profiling_start"], json!(true), "{who}");
+        assert_eq!(calls[0].fields["profiling_end"], json!(true), "{who}");
+    }
+    // generate() ran every forward without autograd, and made no constant
+    let gen = &obs.traces["host.generate"];
+    assert_eq!(gen.iter().filter(|e| e.e == "forward").count(), 16);
+    assert!(gen
+        .iter()
+        .filter(|e| e.e == "forward")
+        .all(|e| e.fields["grad"] == json!(false)));
+    assert_eq!(gen.iter().filter(|e| e.e == "factory").count(), 0);
 }
 
 #[test]
@@ -183,46 +201,127 @@ fn a_tolist_sum_is_invisible_to_the_cpu_profiler_but_not_to_the_grader() {
     assert_eq!(obs.metrics["profile.grader.train"], json!(0));
 }
 
+/// One change to a recorded run: events added to a trace, events of a kind dropped, or a metric.
+enum Change {
+    Add(&'static str, Event, usize),
+    Drop(&'static str, &'static str),
+    Metric(&'static str, Value),
+}
+
 #[test]
 fn mutated_recorded_runs_fail_the_right_criterion() {
-    let cases: [(&str, Value, &str); 7] = [
-        ("train.long.readbacks", json!(7), "train_readbacks"),
+    let rb = || {
+        Event::new("readback")
+            .with("op", "item")
+            .with("bytes", 4)
+            .with("line", 20)
+    };
+    let factory = || Event::new("factory").with("op", "tensor").with("line", 20);
+    let cases: Vec<(Change, &str)> = vec![
+        (Change::Add("host.train.long", rb(), 3), "train_readbacks"),
+        (Change::Add("host.train.short", rb(), 3), "train_readbacks"),
         // read-backs hidden from the function mode still show in the grader's own profile
-        ("profile.grader.train", json!(4), "train_readbacks"),
-        ("train.short.readbacks", json!(5), "train_readbacks"),
-        ("train.long.factories", json!(2), "no_constants_in_loop"),
-        ("generate.readbacks", json!(3), "generate_readbacks"),
-        ("timing.train.median_s", json!(1.0), "throughput_not_worse"),
-        ("profile.student.train", json!(2), "profiler_counts_agree"),
+        (
+            Change::Metric("profile.grader.train", json!(4)),
+            "train_readbacks",
+        ),
+        // a graph kept across steps
+        (
+            Change::Add(
+                "host.train.long",
+                Event::new("kept_graph").with("steps", 4).with("line", 20),
+                1,
+            ),
+            "loss_detached",
+        ),
+        // a constant per step: the long run makes more than the short one
+        (
+            Change::Add("host.train.long", factory(), 8),
+            "no_constants_in_loop",
+        ),
+        (Change::Add("host.generate", rb(), 2), "generate_readbacks"),
+        (
+            Change::Add("host.generate", factory(), 16),
+            "generate_no_constants",
+        ),
+        (
+            Change::Add("host.generate", Event::new("forward").with("grad", true), 1),
+            "generate_no_grad",
+        ),
+        (Change::Drop("host.generate", "forward"), "generate_no_grad"),
+        (
+            Change::Metric("timing.ratio", json!(1.44)),
+            "throughput_not_worse",
+        ),
+        (
+            Change::Metric("count_syncs.train", json!(2)),
+            "profiler_counts_agree",
+        ),
+        // no profiler while fn ran (a count returned without profiling)
+        (
+            Change::Drop("count_syncs.train", "call"),
+            "count_syncs_profiles",
+        ),
+        (
+            Change::Add(
+                "count_syncs.baseline",
+                Event::new("call")
+                    .with("profiling_start", false)
+                    .with("profiling_end", false),
+                1,
+            ),
+            "count_syncs_profiles",
+        ),
     ];
-    for (key, value, criterion) in cases {
+    for (change, criterion) in cases {
         let mut obs = recorded("solution");
-        if key == "timing.train.median_s" {
-            let base = obs.metrics["timing.baseline.median_s"].as_f64().unwrap();
-            obs.metrics.insert(key.into(), json!(base * 1.6));
-        } else {
-            if key == "profile.grader.train" {
-                // the student's count_syncs() agrees: only the hidden syncs are wrong
-                obs.metrics
-                    .insert("profile.student.train".into(), value.clone());
+        let what = match change {
+            Change::Add(stream, ev, n) => {
+                let t = obs.traces.get_mut(stream).unwrap();
+                t.extend(std::iter::repeat_n(ev, n));
+                format!("+{n} {stream}")
             }
-            obs.metrics.insert(key.into(), value);
-        }
+            Change::Drop(stream, kind) => {
+                obs.traces.get_mut(stream).unwrap().retain(|e| e.e != kind);
+                format!("-{kind} {stream}")
+            }
+            Change::Metric(key, value) => {
+                if key == "profile.grader.train" {
+                    // the student's count_syncs() agrees: only the hidden syncs are wrong
+                    obs.metrics
+                        .insert("count_syncs.train".into(), value.clone());
+                }
+                obs.metrics.insert(key.into(), value);
+                key.to_string()
+            }
+        };
         let v = grade_obs(obs);
         assert_eq!(
             failing_without_tensors(&v),
             vec![criterion.to_string()],
-            "{key}"
+            "{what}"
         );
     }
     // a grader that no longer sees the baseline's read-backs fails loudly, not silently
     let mut obs = recorded("solution");
-    obs.metrics
-        .insert("baseline.long.readbacks".into(), json!(3));
+    obs.traces
+        .get_mut("host.baseline.long")
+        .unwrap()
+        .retain(|e| e.e != "readback");
     assert_eq!(
         failing_without_tensors(&grade_obs(obs)),
         vec!["train_readbacks".to_string()]
     );
+    // the metrics the process reported are not what is judged: rewriting them changes nothing
+    let mut obs = recorded("solution");
+    for key in [
+        "train.long.readbacks",
+        "train.long.factories",
+        "generate.readbacks",
+    ] {
+        obs.metrics.insert(key.into(), json!(99));
+    }
+    assert!(failing_without_tensors(&grade_obs(obs)).is_empty());
 }
 
 // --------------------------------------------------------------------- the grader's greedy decode
@@ -293,6 +392,45 @@ const PATHS: &[(&str, &str, usize, usize, usize)] = &[
     ("tensor", "torch.tensor(3.0)", 0, 0, 1),
     ("zeros", "torch.zeros(())", 0, 0, 1),
     ("full_like", "torch.full_like(v, 2)", 0, 0, 1),
+    // legacy constructors: no torch function sees them (an aten op does)
+    ("legacy_Tensor", "torch.Tensor([1.0, 2.0])", 0, 0, 1),
+    ("FloatTensor", "torch.FloatTensor([1.0])", 0, 0, 1),
+    ("LongTensor", "torch.LongTensor([1, 2])", 0, 0, 1),
+    ("LongTensor_shape", "torch.LongTensor(3)", 0, 0, 1),
+    ("new_list", "v.new([1.0])", 0, 0, 1),
+    ("new_shape", "v.new(3)", 0, 0, 1),
+    ("empty_strided", "torch.empty_strided((2, 2), (2, 1))", 0, 0, 1),
+    (
+        "frombuffer",
+        "torch.frombuffer(bytearray(8), dtype=torch.float32)",
+        0,
+        0,
+        1,
+    ),
+    // with torch functions disabled the aten ops still show
+    (
+        "disabled",
+        "with torch._C.DisableTorchFunction():\n        s.item(); torch.zeros(2)",
+        1,
+        4,
+        1,
+    ),
+    // code the watched file built at run time is the watched file's
+    (
+        "exec_compiled",
+        "exec(compile('s.item(); torch.tensor(1.0)', '<x>', 'exec'))",
+        1,
+        4,
+        1,
+    ),
+    // the tables are frozen and bound when lib.py loads: replacing them changes nothing
+    (
+        "tables_replaced",
+        "lib.READBACKS = {}; lib.FACTORIES = frozenset(); lib.DISPATCH = {}; s.item(); torch.zeros(1)",
+        1,
+        4,
+        1,
+    ),
 ];
 
 #[test]
@@ -305,7 +443,9 @@ fn host_reads_counts_every_read_back_path_once_on_cpu() {
          import importlib.util\n\
          spec = importlib.util.spec_from_file_location('grade_lib', sys.argv[2])\n\
          lib = importlib.util.module_from_spec(spec); spec.loader.exec_module(lib)\n\
-         class Ctx:\n    def event(self, kind, **f): pass\n\
+         spec = importlib.util.spec_from_file_location('grade_driver', sys.argv[3])\n\
+         drv = importlib.util.module_from_spec(spec); spec.loader.exec_module(drv)\n\
+         class Ctx:\n    def event(self, kind, **f): pass\n    attributed = staticmethod(drv.attributed)\n\
          v = torch.randn(4, 5); s = v.sum(); dev = torch.device('cpu')\nout = {}\n",
     );
     for (name, expr, ..) in PATHS {
@@ -321,6 +461,7 @@ fn host_reads_counts_every_read_back_path_once_on_cpu() {
         .arg(&script)
         .arg(root().join("exercises"))
         .arg(root().join("src/driver/lib.py"))
+        .arg(root().join("src/driver/driver.py"))
         .output()
         .unwrap();
     assert!(
@@ -445,7 +586,7 @@ fn solution_starter_and_every_fixture_fail_exactly_their_criteria() {
                 .as_str()
                 .unwrap()
                 .to_string();
-            assert!(why.contains("train.short.readbacks"), "{why}");
+            assert!(why.contains("host.train.short"), "{why}");
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));

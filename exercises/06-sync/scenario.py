@@ -2,21 +2,34 @@
 count_syncs(), next to the grader's own baseline (exercises/06-sync/baseline.py, loaded by path).
 
 Each probe records raw observations; verdicts are decided in Rust from rubrics/06-sync.yaml.
-  train     baseline and submission train identically initialised models on the same batches,
-            twice (`short` and `long` runs): logged losses and final parameters of both, and every
-            host read-back and tensor-from-Python-values each made (`ctx.lib.HostReads`: traces
-            `host.baseline.<run>` / `host.train.<run>`, events `readback {op, bytes, line}` and
-            `factory {op, line}`)
-  generate  the submission's greedy decode from the prompt idx[0, :seq_len/4], seq_len/2 new
-            tokens (the grader decodes the same in libtorch: `reference/greedy/tokens`), its
-            read-backs (`host.generate`) and device-to-host bytes
-  timing    the grader times baseline and submission train() on the same batches: warm-up, sync,
-            interleaved repeats, median
-  profile   the grader's own torch.profiler count of `aten::_local_scalar_dense` for one baseline
-            and one submission train(), and what the submission's count_syncs() says for each
+What the submission is compared with is computed out of its reach: the baseline's runs and the
+grader's profile of the baseline in `before_submission` (before the submission is imported), the
+grader's profile of the submission's train() only after count_syncs() has returned, counts as
+events (Rust counts them), the greedy decode in libtorch (src/reference/).
+  baseline     (before_submission) the baseline trains identically initialised models on the
+               same batches, twice (`short` and `long` runs): logged losses, final parameters,
+               read-backs and tensors from Python values (`ctx.lib.HostReads`: traces
+               `host.baseline.<run>`); the grader's own torch.profiler count of
+               `aten::_local_scalar_dense` for one baseline train() (`profile.grader.baseline`)
+  train        the submission's train() the same way (`host.train.<run>`: events `readback {op,
+               bytes, line}`, `factory {op, line}`, `kept_graph {steps, line}` — a read-back whose
+               autograd graph still reaches the losses of several steps)
+  generate     the submission's greedy decode from the prompt idx[0, :seq_len/4], seq_len/2 new
+               tokens (the grader decodes the same in libtorch: `reference/greedy/tokens`), its
+               read-backs and constants (`host.generate`), and `forward {grad}` for every forward of
+               the model (autograd on or off)
+  timing       the grader times baseline and submission train() on the same batches, one log window
+               per call, in adjacent pairs (order alternating): the median of the pairs' ratios
+  count_syncs  what the submission's count_syncs(fn) says for a baseline and a submission train();
+               the grader's fn emits `call {profiling_start, profiling_end}` (was a torch profiler
+               recording when fn began and ended, as torch itself reports it) into `count_syncs.<who>`
+  profile      the grader's own profiler count for one submission train() (`profile.grader.train`),
+               taken after count_syncs() returned, so the submission never had it in reach
 """
 import importlib.util
+import itertools
 import math
+import numbers
 import os
 import statistics
 
@@ -27,7 +40,10 @@ from torch.profiler import ProfilerActivity, profile as _profile
 from course import Config, TinyGPT
 
 SYNC_EVENTS = ("aten::_local_scalar_dense",)
+# captured when the scenario is loaded, before any submission code runs
 _synchronize = torch.cuda.synchronize
+_profiler_enabled = torch._C._autograd._profiler_enabled
+_is_grad_enabled = torch.is_grad_enabled
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
 
@@ -49,11 +65,9 @@ class Lesson:
         self.idx = inputs["batch/idx"].to(self.device)
         self.targets = inputs["batch/targets"].to(self.device)
         self.baseline = _load_baseline()
-        self.files = {
-            "baseline": [self.baseline.__file__],
-            "train": [ctx.sub.__file__],
-            "generate": [ctx.sub.__file__],
-        }
+
+    def files(self, who):
+        return [self.baseline.__file__] if who == "baseline" else [self.ctx.sub.__file__]
 
     def need(self, name):
         fn = getattr(self.ctx.sub, name, None)
@@ -83,7 +97,7 @@ class Lesson:
     def observed(self, stream, who, fn):
         """fn() under the grader's read-back counter for `who`'s file; events into `stream`."""
         ctx = self.ctx
-        counter = ctx.lib.HostReads(ctx, self.files[who], self.device)
+        counter = ctx.lib.HostReads(ctx, self.files(who), self.device)
         ctx.trace = trace = []
         try:
             with counter:
@@ -101,39 +115,80 @@ class Lesson:
     def train_fn(self, who):
         return self.baseline.train if who == "baseline" else self.need("train")
 
-    # -- probes -------------------------------------------------------------------------------
-    def train(self):
+    def mark_steps(self, model):
+        """Marks each forward's loss (its autograd node's metadata, `lib.STEP_MARK`), so a
+        read-back whose graph reaches several steps' losses shows as `kept_graph`."""
+        mark, k = self.ctx.lib.STEP_MARK, itertools.count()
+
+        def hook(module, args, out):
+            loss = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+            if isinstance(loss, torch.Tensor) and loss.grad_fn is not None:
+                loss.grad_fn.metadata[mark] = next(k)
+
+        return model.register_forward_hook(hook)
+
+    def train_runs(self, who):
+        """Both runs of `who`'s train(); the first bad return value fails the probe at the end."""
         ctx = self.ctx
         log_every = int(self.p["log_every"])
-        train = self.need("train")
-        runs = (("short", int(self.p["short_steps"])), ("long", int(self.p["long_steps"])))
-        errors = []  # every run is observed before a bad return value fails the probe
-        for run, steps in runs:
-            for who, fn in (("baseline", self.baseline.train), ("train", train)):
-                model = self.model()
-                opt = self.optimizer(model)
-                batches = self.batches(steps)
-                logged, counter = self.observed(
-                    f"host.{who}.{run}", who, lambda: fn(model, batches, opt, log_every=log_every)
+        fn = self.train_fn(who)
+        errors = []
+        for run, steps in (("short", int(self.p["short_steps"])), ("long", int(self.p["long_steps"]))):
+            model = self.model()
+            opt = self.optimizer(model)
+            batches = self.batches(steps)
+            hook = self.mark_steps(model)
+            logged, counter = self.observed(
+                f"host.{who}.{run}", who, lambda: fn(model, batches, opt, log_every=log_every)
+            )
+            hook.remove()
+            self.record_counts(f"{who}.{run}", counter)
+            for name, p in model.named_parameters():
+                ctx.save_tensor(f"params/{who}/{run}/{name}", p)
+            if who == "baseline":
+                ctx.metric(f"{run}.expected_logs", math.ceil(steps / log_every))
+            ok = isinstance(logged, (list, tuple)) and all(
+                isinstance(v, numbers.Real) and not isinstance(v, bool) for v in logged
+            )
+            if not ok:
+                kinds = sorted({type(v).__name__ for v in logged}) if isinstance(logged, (list, tuple)) else []
+                errors.append(
+                    f"train() must return a list of Python floats; got {type(logged).__name__}"
+                    + (f" of {', '.join(kinds)}" if kinds else "")
+                    + " (a tensor in the list only hides its read-back)"
                 )
-                self.record_counts(f"{who}.{run}", counter)
-                for name, p in model.named_parameters():
-                    ctx.save_tensor(f"params/{who}/{run}/{name}", p)
-                if not isinstance(logged, (list, tuple)) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in logged
-                ):
-                    kinds = sorted({type(v).__name__ for v in logged}) if isinstance(logged, (list, tuple)) else []
-                    errors.append(
-                        f"train() must return a list of Python floats; got {type(logged).__name__}"
-                        + (f" of {', '.join(kinds)}" if kinds else "")
-                        + " (a tensor in the list only hides its read-back)"
-                    )
-                    continue
-                ctx.metric(f"{who}.{run}.logs", len(logged))
-                ctx.save_tensor(f"losses/{who}/{run}/logged", torch.tensor([float(v) for v in logged], dtype=torch.float64))
-            ctx.metric(f"{run}.expected_logs", math.ceil(steps / log_every))
+                continue
+            values = [ctx.lib.number(v, what="a logged loss") for v in logged]
+            ctx.metric(f"{who}.{run}.logs", len(values))
+            ctx.save_tensor(f"losses/{who}/{run}/logged", torch.tensor(values, dtype=torch.float64))
         if errors:
             raise ProbeFailed(errors[0])
+
+    def profile_job(self, who):
+        """A fresh train() of `profile_steps` steps for `who`, ready to call."""
+        steps = int(self.p["profile_steps"])
+        log_every = int(self.p["log_every"])
+        train = self.train_fn(who)
+        model = self.model()
+        opt = self.optimizer(model)
+        batches = self.batches(steps)
+        return lambda: train(model, batches, opt, log_every=log_every)
+
+    def grader_profile(self, who):
+        """The grader's own torch.profiler count of sync events for one `who` train(); recorded
+        at once, no copy kept."""
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        run = self.profile_job(who)
+        with _profile(activities=activities) as prof:
+            run()
+        # the profiler's raw events (what prof.events() is built from, without its slow
+        # Python post-processing)
+        events = prof.profiler.kineto_results.events()
+        self.ctx.metric(f"profile.grader.{who}", sum(1 for e in events if e.name() in SYNC_EVENTS))
+
+    # -- probes -------------------------------------------------------------------------------
+    def train(self):
+        self.train_runs("train")
 
     def generate(self):
         ctx = self.ctx
@@ -142,19 +197,24 @@ class Lesson:
         prompt = self.idx[:1, :prompt_len].clone()
         generate = self.need("generate")
         model = self.model()
+        hook = model.register_forward_hook(lambda m, a, o: ctx.event("forward", grad=bool(_is_grad_enabled())))
         tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps))
+        hook.remove()
         self.record_counts("generate", counter)
         ctx.metric("generate.token_bytes", steps * 8)
-        base = self.baseline.generate(self.model(), prompt.clone(), steps=steps)
-        ctx.save_tensor("decode/baseline/tokens", torch.tensor(base, dtype=torch.int64))
-        if not isinstance(tokens, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in tokens):
+        if not isinstance(tokens, (list, tuple)) or not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in tokens
+        ):
             raise ProbeFailed(
                 f"generate() must return a list of Python ints; got {type(tokens).__name__}"
                 + (f" of {sorted({type(v).__name__ for v in tokens})}" if isinstance(tokens, (list, tuple)) else "")
             )
-        ctx.save_tensor("decode/submission/tokens", torch.tensor(list(tokens), dtype=torch.int64))
+        ctx.save_tensor("decode/submission/tokens", torch.tensor([int(v) for v in tokens], dtype=torch.int64))
 
     def timing(self):
+        """Baseline and submission train() in adjacent pairs (the order alternating), one log
+        window per call: each pair's ratio compares two calls made moments apart, so load that
+        comes and goes hits both; the median of the pairs' ratios is judged."""
         t = self.p["timing"]
         clock = self.ctx.clock
         log_every = int(self.p["log_every"])
@@ -172,8 +232,8 @@ class Lesson:
             for _ in range(int(t["warmup"])):
                 once(who)
         samples = {who: [] for who in variants}
-        for r in range(int(t["repeats"])):
-            for who in variants if r % 2 == 0 else variants[::-1]:  # interleaved: drift hits both
+        for r in range(int(t["pairs"])):
+            for who in variants if r % 2 == 0 else variants[::-1]:
                 self.sync()
                 t0 = clock()
                 once(who)
@@ -181,49 +241,63 @@ class Lesson:
                 samples[who].append(clock() - t0)
         for who in variants:
             self.ctx.metric(f"timing.{who}.median_s", statistics.median(samples[who]))
+        ratios = [s / b for s, b in zip(samples["train"], samples["baseline"])]
+        self.ctx.metric("timing.ratio", statistics.median(ratios))
 
-    def profile(self):
+    def count_syncs(self):
+        """The submission's count_syncs(fn) for a baseline and a submission train(). The grader's
+        fn says, as an event sent at once, whether torch's profiler was recording when it began
+        and ended (asked of torch itself, not of anything the submission can write)."""
         ctx = self.ctx
         count_syncs = self.need("count_syncs")
-        steps = int(self.p["profile_steps"])
-        log_every = int(self.p["log_every"])
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        errors = []
         for who in ("baseline", "train"):
-            train = self.train_fn(who)
+            inner = self.profile_job(who)
 
-            def job():
-                model = self.model()
-                opt = self.optimizer(model)
-                batches = self.batches(steps)
-                return lambda: train(model, batches, opt, log_every=log_every)
+            def fn(inner=inner):
+                start = bool(_profiler_enabled())
+                try:
+                    return inner()
+                finally:  # sent even when train() raises
+                    ctx.event("call", profiling_start=start, profiling_end=bool(_profiler_enabled()))
 
-            run = job()
-            with _profile(activities=activities) as prof:
-                run()
-            # the profiler's raw events (what prof.events() is built from, without its slow
-            # Python post-processing)
-            events = prof.profiler.kineto_results.events()
-            ctx.metric(f"profile.grader.{who}", sum(1 for e in events if e.name() in SYNC_EVENTS))
-            calls = [0]
-            inner = job()
+            ctx.trace = trace = []
+            try:
+                n = count_syncs(fn)
+            except Exception as e:  # the other count still runs
+                errors.append(f"count_syncs() raised {type(e).__name__}: {str(e)[:200]}")
+                continue
+            finally:
+                ctx.trace = None
+                ctx.traces[f"count_syncs.{who}"] = trace
+            try:
+                n = ctx.lib.number(n, integral=True, what=f"count_syncs()'s result ({who})")
+            except ctx.lib.NotANumber as e:
+                errors.append(f"{e}: count_syncs() must return how many sync events it counted, an int")
+                continue
+            ctx.metric(f"count_syncs.{who}", n)
+        if errors:
+            raise ProbeFailed(errors[0])
 
-            def fn():
-                calls[0] += 1
-                return inner()
+    def profile(self):
+        self.grader_profile("train")
 
-            n = count_syncs(fn)
-            if hasattr(n, "item") and getattr(n, "numel", lambda: 0)() == 1:
-                n = n.item()
-            if isinstance(n, bool) or not isinstance(n, int):
-                raise ProbeFailed(f"count_syncs() must return an int; got {n!r}")
-            ctx.metric(f"profile.student.{who}", n)
-            ctx.metric(f"profile.calls.{who}", calls[0])
+
+def before_submission(ctx):
+    """Before the submission is imported: the baseline's runs and the grader's profile of the
+    baseline, recorded at once (nothing kept: the Lesson is dropped when this returns)."""
+    global ProbeFailed
+    ProbeFailed = ctx.ProbeFailed
+    lesson = Lesson(ctx)
+    with ctx.probe("baseline"):
+        lesson.train_runs("baseline")
+        lesson.grader_profile("baseline")
 
 
 def run(ctx):
     global ProbeFailed
     ProbeFailed = ctx.ProbeFailed
     lesson = Lesson(ctx)
-    for name in ("train", "generate", "timing", "profile"):
+    for name in ("train", "generate", "timing", "count_syncs", "profile"):
         with ctx.probe(name):
             getattr(lesson, name)()

@@ -1,4 +1,6 @@
-//! `reproducible`: the same quantities, measured in two runs, agree within a relative tolerance.
+//! `reproducible`: the same quantities, measured in two runs, agree within a relative tolerance
+//! (a quantity is a metric of each run, a ratio of two, or a count of one kind of event in each
+//! run's trace).
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Absent;
@@ -7,6 +9,11 @@ use crate::text;
 
 fn value(env: &Env, run: &str, q: &Quantity) -> Result<f64, Absent> {
     let get = |m: &str| env.evidence.number(&format!("{run}.{m}"));
+    if let Some(kind) = &q.count {
+        // events of `kind` in the trace the run names, counted here from what was sent
+        let events = env.evidence.trace(run)?;
+        return Ok(events.iter().filter(|e| e.e == *kind).count() as f64);
+    }
     match (&q.metric, &q.ratio) {
         (Some(m), _) => get(m),
         (None, Some([n, d])) => {
@@ -18,9 +25,10 @@ fn value(env: &Env, run: &str, q: &Quantity) -> Result<f64, Absent> {
 }
 
 fn name(q: &Quantity) -> String {
-    match (&q.metric, &q.ratio) {
-        (Some(m), _) => m.clone(),
-        (None, Some([n, d])) => format!("{n}/{d}"),
+    match (&q.metric, &q.ratio, &q.count) {
+        (Some(m), ..) => m.clone(),
+        (None, Some([n, d]), _) => format!("{n}/{d}"),
+        (None, None, Some(kind)) => kind.clone(),
         _ => "?".into(),
     }
 }

@@ -166,20 +166,25 @@ fn count(
         .collect::<Vec<_>>()
         .join(", ");
     let pass = within(n, min, max);
+    // the filter, when there is one: `0 `call` events (profiling_start=true)`
+    let filter = match where_text(spec) {
+        f if f.is_empty() => f,
+        f => format!(" ({f})"),
+    };
     let why = if pass {
         text!(
-            format!("{names}：{kind} 事件 {} 次", fmt_num(n)),
-            format!("{names}: {} `{kind}` events", fmt_num(n))
+            format!("{names}：{kind}{filter} 事件 {} 次", fmt_num(n)),
+            format!("{names}: {} `{kind}` events{filter}", fmt_num(n))
         )
     } else {
         text!(
             format!(
-                "{names}：{kind} 事件 {} 次，应为 {}",
+                "{names}：{kind}{filter} 事件 {} 次，应为 {}",
                 fmt_num(n),
                 fmt_bounds(min, max)
             ),
             format!(
-                "{names}: {} `{kind}` events, expected {}",
+                "{names}: {} `{kind}` events{filter}, expected {}",
                 fmt_num(n),
                 fmt_bounds(min, max)
             )

@@ -288,6 +288,10 @@ pub struct Quantity {
     pub metric: Option<String>,
     #[serde(default)]
     pub ratio: Option<[String; 2]>,
+    /// ... or how many events of this kind the run's trace holds (the run names a trace, e.g.
+    /// `host.train.short`; counted here from the events, not from a number the run reported)
+    #[serde(default)]
+    pub count: Option<String>,
     /// Largest allowed max(a/b, b/a) - 1 (0 = identical, 0.6 = within a factor of 1.6).
     pub max_rel_diff: f64,
 }
@@ -479,7 +483,20 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             };
             match (&t.count, &t.each, t.expect) {
                 (Some(kind), None, None) => {
-                    const KINDS: [&str; 5] = ["ckpt", "sync", "timer", "step", "step_done"];
+                    // lesson 06 adds its read-back instrument's events (lib.py HostReads), the
+                    // model's `forward {grad}` and count_syncs()'s `call`
+                    const KINDS: [&str; 10] = [
+                        "ckpt",
+                        "sync",
+                        "timer",
+                        "step",
+                        "step_done",
+                        "readback",
+                        "factory",
+                        "kept_graph",
+                        "forward",
+                        "call",
+                    ];
                     if !KINDS.contains(&kind.as_str()) {
                         return Err(format!(
                             "count: unknown event `{kind}`; allowed: {}",
@@ -550,9 +567,10 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 return Err("quantities: list at least one".into());
             }
             for q in &r.quantities {
-                if q.metric.is_some() == q.ratio.is_some() {
+                let named = [q.metric.is_some(), q.ratio.is_some(), q.count.is_some()];
+                if named.iter().filter(|x| **x).count() != 1 {
                     return Err(
-                        "each quantity needs exactly one of `metric:` or `ratio: [num, den]`"
+                        "each quantity needs exactly one of `metric:`, `ratio: [num, den]` or `count:`"
                             .into(),
                     );
                 }
