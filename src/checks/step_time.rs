@@ -1,19 +1,25 @@
 //! `step_time`: the time per step a submission reports against the grader's own clock over the
 //! same steps, inside the same timed windows. The grader stamps each observed step with its own
 //! clock where it begins and where backward reaches the embedding (`t` of `step`/`step_done`,
-//! `lib.StepObserver`), so both numbers come from the same seconds of the same run: a busy
-//! machine stretches both alike, and the ratio stays near 1 (a window holds its step plus a
-//! little: `zero_grad`, `sync`, the last of backward).
-use super::{fmt_bounds, fmt_num, within, Env, Outcome};
+//! `lib.StepObserver`), so both come from the same seconds of the same run and a busy machine
+//! stretches both alike. Any honest statistic of the windows (median, mean, even the minimum)
+//! lies between `min ×` the shortest and `max ×` the longest of the grader's durations (a window
+//! holds its step plus a little: `zero_grad`, `sync`, the last of backward); a made-up number
+//! does not. A variant with no timed window is left to the criteria that count windows.
+use super::{fmt_num, within, Env, Outcome};
 use crate::measurement::Measurement;
 use crate::spec::rubric::StepTimeSpec;
 use crate::text;
 use serde_json::Value;
 
 pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
-    let bound = fmt_bounds(Some(spec.min), Some(spec.max));
+    let bound = text!(
+        format!("报告值 ∈ [{} × 最短, {} × 最长]（评分器时钟，同一窗口）", fmt_num(spec.min), fmt_num(spec.max)),
+        format!("reported ∈ [{} × shortest, {} × longest] (the grader's clock, same windows)", fmt_num(spec.min), fmt_num(spec.max))
+    );
     let mut parts = Vec::new();
     let mut bad = Vec::new();
+    let mut judged = 0;
     for case in &spec.cases {
         let events = match env.evidence.trace(&case.stream) {
             Ok(t) => t,
@@ -25,7 +31,8 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
         };
         let m = Measurement::read(events, 1);
         let stamp = |pos: usize| events.get(pos)?.fields.get("t").and_then(Value::as_f64);
-        let mut grader: Vec<f64> = m
+        // the grader's own seconds per step in each timed window of this variant
+        let grader: Vec<f64> = m
             .timed_of(&case.variant)
             .iter()
             .filter_map(|iv| {
@@ -40,33 +47,45 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
             })
             .collect();
         let label = format!("{}.{}", case.stream, case.variant);
-        if grader.is_empty() {
-            bad.push(label.clone());
-            parts.push(format!("{label}: —"));
+        // no timed window: what compare_repeats / compare_median judge, not this criterion
+        let (Some(lo), Some(hi)) = (
+            grader.iter().copied().reduce(f64::min),
+            grader.iter().copied().reduce(f64::max),
+        ) else {
+            parts.push(format!("{label}: — (no timed window)"));
             continue;
-        }
-        grader.sort_by(|a, b| a.total_cmp(b));
-        let med = grader[grader.len() / 2];
-        let ratio = reported / med;
-        if !within(ratio, Some(spec.min), Some(spec.max)) {
+        };
+        judged += 1;
+        if !within(reported, Some(spec.min * lo), Some(spec.max * hi)) {
             bad.push(label.clone());
         }
         parts.push(format!(
-            "{label}: {} ({} / {})",
-            fmt_num(ratio),
+            "{label}: {} in [{}, {}]",
             fmt_num(reported),
-            fmt_num(med)
+            fmt_num(lo),
+            fmt_num(hi)
         ));
     }
     let measured = parts.join("; ");
+    if judged == 0 {
+        return Outcome::new(
+            false,
+            measured,
+            bound,
+            text!(
+                "没有任何计时窗口：报告的耗时不是测出来的",
+                "no timed window at all: the reported times were not measured"
+            ),
+        );
+    }
     if bad.is_empty() {
         Outcome::new(
             true,
             measured,
             bound,
             text!(
-                "报告的单步耗时与评分器在同一计时窗口内、用自己的时钟测得的步骤耗时相符",
-                "the reported time per step agrees with the grader's own clock over the same steps in the same timed windows"
+                "报告的单步耗时落在评分器自己的时钟在同一批计时窗口里测得的范围内",
+                "the reported time per step lies within what the grader's own clock measured over the same steps in the same timed windows"
             ),
         )
     } else {
@@ -76,8 +95,8 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
             measured,
             bound,
             text!(
-                format!("{which}：报告的单步耗时与评分器在同一计时窗口内测得的不符（或没有计时窗口）：数字不是从这些窗口测出来的"),
-                format!("{which}: the reported time per step does not agree with the grader's own clock over the same steps in the same timed windows (or there are none): the number was not measured from those windows")
+                format!("{which}：报告的单步耗时不在评分器时钟于同一批计时窗口里测得的范围内：数字不是从这些窗口测出来的"),
+                format!("{which}: the reported time per step lies outside what the grader's own clock measured over the same steps in the same timed windows: the number was not measured from those windows")
             ),
         )
     }
