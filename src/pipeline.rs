@@ -119,5 +119,6 @@ pub fn grade(
             .map(|(name, p)| (name.clone(), p.error.clone().unwrap_or_default()))
             .collect(),
         sandbox_gaps: run.sandbox_gaps,
+        evidence: crate::report::evidence::Observed::of(&evidence.obs),
     })
 }

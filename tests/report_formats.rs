@@ -45,6 +45,7 @@ fn report() -> Report {
         .into_iter()
         .collect(),
         sandbox_gaps: vec![Text::new("没有 Landlock", "no Landlock here")],
+        evidence: Default::default(),
     }
 }
 
