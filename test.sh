@@ -8,4 +8,13 @@ cd "$(dirname "$0")"
 # test-only: the JUnit XML schema validator (tests/batch.rs)
 .venv/bin/python -c 'import xmlschema' 2>/dev/null ||
   .venv/bin/python -m pip install --quiet --disable-pip-version-check xmlschema
+# test-only: headless Chromium renders the HTML reports (tests/batch.rs); CJK glyphs for its screenshots
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium fonts-wqy-zenhei >/dev/null ||
+      { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium fonts-wqy-zenhei >/dev/null; }
+  else
+    echo "note: chromium missing and not root: the rendered-page checks need it (apt-get install -y chromium)" >&2
+  fi
+fi
 cargo test --quiet "$@"

@@ -119,6 +119,7 @@ pub fn grade(
             .map(|(name, p)| (name.clone(), p.error.clone().unwrap_or_default()))
             .collect(),
         sandbox_gaps: run.sandbox_gaps,
-        evidence: crate::report::evidence::Observed::of(&evidence.obs),
+        evidence: crate::report::evidence::Observed::of(&evidence.obs)
+            .with_params(&exercise.params),
     })
 }

@@ -141,11 +141,26 @@ fn every_lesson_draws_its_pictures_from_recorded_observations() {
         "{}",
         cs[1].title
     );
-    let ev = recorded("06-sync.solution");
+    // 06 per step: the exercise's params say how many steps each run took (8 and 16)
+    let ex = grade::spec::Exercise::load(&root().join("exercises/06-sync")).unwrap();
+    let ev = recorded("06-sync.solution").with_params(&ex.params);
     let cs = lessons::charts("06-sync", &ev, Lang::En);
     assert_eq!(
         cs[0].rows,
-        vec![vec!["short", "26", "2"], vec!["long", "52", "4"]]
+        vec![
+            vec!["short (8 steps)", "3.25", "0.25"],
+            vec!["long (16 steps)", "3.25", "0.25"]
+        ],
+        "read-backs per step: 26/8, 2/8; 52/16, 4/16"
+    );
+    assert!(cs[1]
+        .title
+        .starts_with("Constants created in the loop per step"));
+    let cs = lessons::charts("06-sync", &recorded("06-sync.solution"), Lang::En);
+    assert_eq!(
+        cs[0].rows[0],
+        vec!["short", "26", "2"],
+        "per run without params"
     );
     let ev = recorded("05-compile.solution");
     let cs = lessons::charts("05-compile", &ev, Lang::En);

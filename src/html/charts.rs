@@ -24,7 +24,8 @@ pub struct Chart {
     pub rows: Vec<Vec<String>>,
 }
 
-/// A value as people read it: 3 significant digits, thousands kept whole.
+/// A value as people read it: at most 3 decimals from 1 up (thousands whole), 5 below 1, then
+/// scientific notation.
 pub fn fmt(v: f64) -> String {
     if !v.is_finite() {
         return "—".into();
@@ -36,6 +37,11 @@ pub fn fmt(v: f64) -> String {
         format!("{v:.0}")
     } else if a >= 1.0 {
         format!("{v:.3}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .into()
+    } else if a >= 1e-3 {
+        format!("{v:.5}")
             .trim_end_matches('0')
             .trim_end_matches('.')
             .into()

@@ -401,27 +401,31 @@ fn lesson05(ev: &Observed, lang: Lang, out: &mut Vec<Chart>) {
 
 fn lesson06(ev: &Observed, lang: Lang, out: &mut Vec<Chart>) {
     let runs = ["short", "long"];
+    // per step where the exercise's params say how many steps each run took
+    let steps: Option<Vec<f64>> = runs
+        .iter()
+        .map(|r| ev.param(&format!("{r}_steps")).filter(|s| *s > 0.0))
+        .collect();
     for (what, zh, en) in [
-        (
-            "readbacks",
-            "每次运行的读回次数：基线 vs 你的 train()",
-            "Read-backs per run: baseline vs your train()",
-        ),
+        ("readbacks", "读回次数", "Read-backs"),
         (
             "factories",
-            "每次运行在循环里创建的常量：基线 vs 你的 train()",
-            "Constants created per run: baseline vs your train()",
+            "循环里创建的常量",
+            "Constants created in the loop",
         ),
     ] {
         let col = |who: &str| -> Option<Vec<f64>> {
             runs.iter()
-                .map(|r| ev.num(&format!("{who}.{r}.{what}")))
+                .enumerate()
+                .map(|(i, r)| {
+                    let n = ev.num(&format!("{who}.{r}.{what}"))?;
+                    Some(steps.as_ref().map_or(n, |s| n / s[i]))
+                })
                 .collect()
         };
         let (Some(base), Some(yours)) = (col("baseline"), col("train")) else {
             continue;
         };
-        let steps: Option<Vec<f64>> = runs.iter().map(|r| ev.num(&format!("{r}.steps"))).collect();
         let cats: Vec<String> = runs
             .iter()
             .enumerate()
@@ -430,9 +434,22 @@ fn lesson06(ev: &Observed, lang: Lang, out: &mut Vec<Chart>) {
                 None => r.to_string(),
             })
             .collect();
+        let (per_zh, per_en) = if steps.is_some() {
+            ("每步", "per step")
+        } else {
+            ("每次运行", "per run")
+        };
         out.push(charts::bars(
-            &t(lang, zh, en),
-            &t(lang, "次数", "count"),
+            &format!(
+                "{}: {}",
+                t(
+                    lang,
+                    &format!("{zh}（{per_zh}）"),
+                    &format!("{en} {per_en}")
+                ),
+                t(lang, "基线 vs 你的 train()", "baseline vs your train()")
+            ),
+            &t(lang, per_zh, per_en),
             &cats,
             &[
                 (t(lang, "基线", "baseline"), base),

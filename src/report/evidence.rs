@@ -21,6 +21,10 @@ pub struct Observed {
     /// trace name → its events' fields (the event kind left out).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rows: BTreeMap<String, Vec<BTreeMap<String, Value>>>,
+    /// The exercise's scalar `params:` the run was made with (steps per run, …), for per-step
+    /// pictures.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, Value>,
 }
 
 impl Observed {
@@ -43,11 +47,38 @@ impl Observed {
             })
             .map(|(k, t)| (k.clone(), t.iter().map(|e| e.fields.clone()).collect()))
             .collect();
-        Observed { metrics, rows }
+        Observed {
+            metrics,
+            rows,
+            params: BTreeMap::new(),
+        }
+    }
+
+    /// With the exercise's scalar (number, string, bool) top-level `params:`.
+    pub fn with_params(mut self, params: &serde_yaml::Mapping) -> Observed {
+        self.params = params
+            .iter()
+            .filter_map(|(k, v)| {
+                let k = k.as_str()?;
+                let v: Value = match v {
+                    serde_yaml::Value::Number(_)
+                    | serde_yaml::Value::String(_)
+                    | serde_yaml::Value::Bool(_) => serde_json::to_value(v).ok()?,
+                    _ => return None,
+                };
+                Some((k.to_string(), v))
+            })
+            .collect();
+        self
+    }
+
+    /// A number of the exercise's `params:`.
+    pub fn param(&self, key: &str) -> Option<f64> {
+        self.params.get(key).and_then(Value::as_f64)
     }
 
     pub fn is_empty(&self) -> bool {
-        self.metrics.is_empty() && self.rows.is_empty()
+        self.metrics.is_empty() && self.rows.is_empty() && self.params.is_empty()
     }
 
     /// A number metric.

@@ -2,6 +2,7 @@
 use serde_json::Value;
 
 /// `id  STATUS` per line: the stable part of a graded report, as snapshotted.
+#[allow(dead_code)]
 pub fn verdict_table(report: &Value) -> String {
     report["verdicts"]
         .as_array()
