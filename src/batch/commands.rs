@@ -104,6 +104,7 @@ pub fn diff(args: &DiffArgs) -> Result<i32, GradeError> {
 
 /// `grade report OUT` (the class page) or `grade report OLD NEW` (the page of their diff).
 pub fn report(course: Option<&Course>, args: &ReportArgs) -> Result<i32, GradeError> {
+    let t0 = std::time::Instant::now();
     let path = match args.folders.as_slice() {
         [out] => crate::html::class::write_class(out, course, args.lang, args.output.as_deref())?,
         [old_p, new_p] => {
@@ -124,5 +125,10 @@ pub fn report(course: Option<&Course>, args: &ReportArgs) -> Result<i32, GradeEr
         _ => unreachable!("clap takes one or two folders"),
     };
     println!("{}", path.display());
+    eprintln!(
+        "written in {:.3} s / 用时 {:.3} 秒",
+        t0.elapsed().as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
     Ok(exit::PASS)
 }

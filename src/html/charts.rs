@@ -62,9 +62,10 @@ fn upper(max: f64) -> f64 {
     }
 }
 
-fn render(
-    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), Box<dyn std::error::Error>>,
-) -> String {
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+type Drawn = Result<(), Box<dyn std::error::Error>>;
+
+fn render(draw: impl FnOnce(&Area) -> Drawn) -> String {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();

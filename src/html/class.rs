@@ -408,6 +408,57 @@ pub fn diff_page(old: &GradesJson, new: &GradesJson, lang: Lang) -> String {
             100.0 * st.iter().filter(|s| **s == "PASS").count() as f64 / st.len() as f64
         }
     };
+    // per exercise: its criteria (first seen order), its students, the pass rates before/after
+    let sections: Vec<(String, Vec<String>, Vec<String>, Chart)> = exercises
+        .iter()
+        .map(|ex| {
+            let mut ids: Vec<String> = Vec::new();
+            for r in a
+                .iter()
+                .chain(b.iter())
+                .filter(|(k, _)| &k.0 == ex)
+                .map(|(_, r)| r)
+            {
+                for c in &r.verdicts {
+                    if !ids.contains(&c.id) {
+                        ids.push(c.id.clone());
+                    }
+                }
+            }
+            let mut students: Vec<String> = a
+                .keys()
+                .chain(b.keys())
+                .filter(|k| &k.0 == ex)
+                .map(|k| k.1.clone())
+                .collect();
+            students.sort();
+            students.dedup();
+            let mut chart = charts::bars(
+                &l(
+                    lang,
+                    "各验收项通过率：之前 vs 之后（%）",
+                    "Pass rate per criterion: before vs after (%)",
+                ),
+                "%",
+                &(1..=ids.len()).map(|i| i.to_string()).collect::<Vec<_>>(),
+                &[
+                    (
+                        l(lang, "之前", "before"),
+                        ids.iter().map(|id| rate(&a, ex, id)).collect(),
+                    ),
+                    (
+                        l(lang, "之后", "after"),
+                        ids.iter().map(|id| rate(&b, ex, id)).collect(),
+                    ),
+                ],
+                false,
+            );
+            for (row, id) in chart.rows.iter_mut().zip(&ids) {
+                row[0] = format!("{} {id}", row[0]);
+            }
+            (ex.clone(), ids, students, chart)
+        })
+        .collect();
     let body = html! {
         h1 { (title) }
         p.meta {
@@ -416,27 +467,8 @@ pub fn diff_page(old: &GradesJson, new: &GradesJson, lang: Lang) -> String {
             (sum.changed) " " (l(lang, "其他变化", "changed otherwise")) " · "
             (sum.unchanged) " " (l(lang, "不变", "unchanged"))
         }
-        @for ex in &exercises {
-            @let mut ids: Vec<String> = a.iter().chain(b.iter()).filter(|(k, _)| &k.0 == ex)
-                .flat_map(|(_, r)| r.verdicts.iter().map(|c| c.id.clone())).collect();
-            @let _ = { let mut seen = std::collections::HashSet::new(); ids.retain(|i| seen.insert(i.clone())); };
-            @let mut students: Vec<String> = a.keys().chain(b.keys()).filter(|k| &k.0 == ex).map(|k| k.1.clone()).collect();
-            @let _ = { students.sort(); students.dedup(); };
-            @let chart: Chart = {
-                let mut c = charts::bars(
-                    &l(lang, "各验收项通过率：之前 vs 之后（%）", "Pass rate per criterion: before vs after (%)"),
-                    "%",
-                    &(1..=ids.len()).map(|i| i.to_string()).collect::<Vec<_>>(),
-                    &[
-                        (l(lang, "之前", "before"), ids.iter().map(|id| rate(&a, ex, id)).collect()),
-                        (l(lang, "之后", "after"), ids.iter().map(|id| rate(&b, ex, id)).collect()),
-                    ],
-                    false,
-                );
-                for (row, id) in c.rows.iter_mut().zip(&ids) { row[0] = format!("{} {id}", row[0]); }
-                c
-            };
-            section id=(anchor(&[ex])) {
+        @for (ex, ids, students, chart) in &sections {
+            section id=(anchor(&[ex.as_str()])) {
                 h2 { (ex) }
                 div.scroll {
                     table.diff {
@@ -447,7 +479,7 @@ pub fn diff_page(old: &GradesJson, new: &GradesJson, lang: Lang) -> String {
                             th scope="col" { (l(lang, "变化的验收项", "criteria that changed")) }
                         } }
                         tbody {
-                            @for s in &students {
+                            @for s in students {
                                 @let key = (ex.clone(), s.clone());
                                 @let (ra, rb) = (a.get(&key), b.get(&key));
                                 @let changed: Vec<(String, String, String)> = ids.iter()
@@ -468,7 +500,7 @@ pub fn diff_page(old: &GradesJson, new: &GradesJson, lang: Lang) -> String {
                         }
                     }
                 }
-                (figure(&chart))
+                (figure(chart))
             }
         }
     };

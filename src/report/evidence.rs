@@ -32,9 +32,7 @@ impl Observed {
         let metrics = obs
             .metrics
             .iter()
-            .filter(|(_, v)| {
-                serde_json::to_string(v).map_or(false, |s| s.len() <= MAX_METRIC_CHARS)
-            })
+            .filter(|(_, v)| serde_json::to_string(v).is_ok_and(|s| s.len() <= MAX_METRIC_CHARS))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let rows = obs
