@@ -13,4 +13,13 @@ if ! command -v tmux >/dev/null; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
   $sudo apt-get update -qq && $sudo apt-get install -y -qq tmux >/dev/null
 fi
+# test-only: headless Chromium renders the HTML reports (tests/batch.rs); CJK glyphs for its screenshots
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y chromium fonts-wqy-zenhei >/dev/null ||
+      { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium fonts-wqy-zenhei >/dev/null; }
+  else
+    echo "note: chromium missing and not root: the rendered-page checks need it (apt-get install -y chromium)" >&2
+  fi
+fi
 cargo test --quiet "$@"

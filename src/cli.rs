@@ -1,4 +1,5 @@
-//! Command line (clap derive): `grade exercise`, `grade watch`, `grade check`, `grade list`, `grade batch`, …
+//! Command line (clap derive): `grade exercise`, `grade watch`, `grade check`, `grade list`,
+//! `grade batch`, `grade gradebook`, `grade diff`, `grade report`.
 use crate::error::GradeError;
 use crate::i18n::Lang;
 use crate::report::Format;
@@ -56,6 +57,24 @@ pub enum Command {
     /// What changed between two gradebooks (two --out folders or two grades.json), per student and
     /// criterion, with a summary.
     Diff(DiffArgs),
+    /// For instructors: a self-contained HTML page of a graded class (`OUT/report.html`: the class
+    /// at a glance, score distribution, each criterion's pass rate, the common mistakes it catches
+    /// and who failed it, every student's full report with its pictures and regrade command). Given
+    /// two gradebooks, the page of their `grade diff` (`NEW/diff.html`).
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A `grade batch --out` folder (after `grade gradebook` for shards); or OLD NEW, two
+    /// gradebooks (folders or grades.json) to compare
+    #[arg(num_args = 1..=2, required = true, value_name = "OUT")]
+    pub folders: Vec<PathBuf>,
+    /// Write the page here [default: OUT/report.html; for two gradebooks NEW/diff.html]
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = Lang::Zh)]
+    pub lang: Lang,
 }
 
 const BATCH_AFTER_HELP: &str = "\
@@ -184,6 +203,9 @@ pub struct ExerciseArgs {
     /// Also write the run's raw observations (metrics, traces, probe errors) as JSON to FILE
     #[arg(long, value_name = "FILE")]
     pub dump_observations: Option<PathBuf>,
+    /// Also write the report as a self-contained HTML page with the lesson's pictures to FILE
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 const CHECK_AFTER_HELP: &str = "\

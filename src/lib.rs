@@ -5,6 +5,7 @@ pub mod cli;
 pub mod course;
 pub mod error;
 pub mod gradebook;
+pub mod html;
 pub mod i18n;
 pub mod measurement;
 pub mod notebook;

@@ -23,6 +23,10 @@ fn main() {
 }
 
 fn dispatch(cli: Cli) -> Result<i32, GradeError> {
+    // a report reads records only; the course (for its common mistakes) when there is one
+    if let Command::Report(args) = &cli.command {
+        return grade::batch::commands::report(Course::locate(cli.root).ok().as_ref(), args);
+    }
     let course = Course::locate(cli.root)?;
     match cli.command {
         Command::List(args) => grade::state::list(&course, args.reset, args.lang),
@@ -49,6 +53,7 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
         }
         Command::Gradebook(args) => grade::batch::commands::gradebook(&args),
         Command::Diff(args) => grade::batch::commands::diff(&args),
+        Command::Report(_) => unreachable!("dispatched above"),
     }
 }
 
@@ -99,6 +104,11 @@ fn grade_exercise(
         "{}",
         report::exporter_with(args.format, color, args.verbose).render(&report, args.lang)
     );
+    if let Some(path) = &args.html {
+        let page = grade::html::exercise_page(&report, args.lang);
+        grade::gradebook::write_atomic(path, page.as_bytes())?;
+        eprintln!("HTML report / 网页报告: {}", path.display());
+    }
     Ok(report.exit_code())
 }
 

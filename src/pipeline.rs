@@ -127,6 +127,8 @@ pub fn grade(
             .collect(),
         sandbox_gaps: run.sandbox_gaps,
         notes: Vec::new(),
+        evidence: crate::report::evidence::Observed::of(&evidence.obs)
+            .with_params(&exercise.params),
     };
     if let Some((nb, _)) = &prepared.notebook {
         nb.annotate(&mut report, &req.submission);

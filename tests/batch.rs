@@ -3,7 +3,8 @@
 //! submission, and an empty folder. One uninterrupted run is the baseline; a run interrupted with
 //! SIGINT then resumed, and three shards merged with `grade gradebook`, must end with the same
 //! gradebook (modulo timings). Plus: exporters' required fields, the seed regrades a row alone,
-//! discovery, shards, and `grade diff` (snapshot).
+//! discovery, shards, and `grade diff` (snapshot). The class's `grade report` page and one
+//! `grade exercise --html` page are rendered in headless Chromium and checked as rendered.
 mod support;
 
 use serde_json::Value;
@@ -251,6 +252,77 @@ fn check_exporters(out: &Path) {
     );
 }
 
+/// Screenshots of the rendered pages, kept under target/ (a CI artifact).
+fn screenshot(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("screenshots")
+        .join(format!("{name}.png"))
+}
+
+/// Every `<figure class="chart">` of a rendered page has its SVG and its numbers.
+fn charts_with_numbers(dom: &str) -> usize {
+    let figures: Vec<&str> = dom
+        .split("<figure class=\"chart\">")
+        .skip(1)
+        .map(|f| f.split("</figure>").next().unwrap())
+        .collect();
+    for f in &figures {
+        assert!(f.contains("<svg"), "a chart without its picture: {f}");
+        assert!(
+            f.contains("<figcaption>") && f.contains("<td class=\"num\">"),
+            "a chart without its numbers: {f}"
+        );
+    }
+    figures.len()
+}
+
+/// `grade report OUT` for `students`, rendered (sorted by score through its `#by-score` link):
+/// the glance table has every student, in score order; every chart has its numbers; the script
+/// ran; nothing on the console. Returns the number of charts.
+fn check_rendered_class_report(out: &Path, students: &[&str], shot: &str) -> Option<usize> {
+    let chromium = support::chromium()?;
+    let page = out.join("report.html");
+    let r = support::render(
+        &chromium,
+        &format!("{}#by-score", page.display()),
+        &screenshot(shot),
+    );
+    assert!(r.console.is_empty(), "console messages: {:?}", r.console);
+    assert!(r.dom.contains("data-js=\"ready\""), "the page's script ran");
+    let table = r
+        .dom
+        .split("<table class=\"glance\"")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("the glance table");
+    let rows: Vec<(String, f64)> = table
+        .split("<tr data-student=\"")
+        .skip(1)
+        .map(|row| {
+            let student = row.split('"').next().unwrap().to_string();
+            let score = row
+                .split("data-score=\"")
+                .nth(1)
+                .and_then(|x| x.split('"').next())
+                .and_then(|x| x.parse().ok())
+                .unwrap();
+            (student, score)
+        })
+        .collect();
+    for s in students {
+        assert!(
+            rows.iter().any(|(r, _)| r == s),
+            "{s} in the rendered glance table: {rows:?}"
+        );
+    }
+    assert_eq!(rows.len(), students.len());
+    assert!(
+        rows.windows(2).all(|w| w[0].1 >= w[1].1),
+        "#by-score sorted the table by score: {rows:?}"
+    );
+    Some(charts_with_numbers(&r.dom))
+}
+
 #[test]
 fn class_end_to_end_resume_and_shards() {
     let _shared = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
@@ -280,6 +352,7 @@ fn class_end_to_end_resume_and_shards() {
     let rec = json(&base.join("records/04-checkpoint/carol.json"));
     let seed = rec["seed"].as_u64().unwrap().to_string();
     let sub = class.join("carol/exercise.py");
+    let carol_html = tmp.path().join("carol.html");
     let o = grade(&[
         "exercise",
         "04-checkpoint",
@@ -291,6 +364,8 @@ fn class_end_to_end_resume_and_shards() {
         "cpu",
         "--format",
         "json",
+        "--html",
+        s(&carol_html),
     ]);
     let alone: Value = serde_json::from_slice(&o.stdout).unwrap();
     let status = |r: &Value| -> Vec<String> {
@@ -309,6 +384,24 @@ fn class_end_to_end_resume_and_shards() {
     };
     assert_eq!(status(&alone), status(&rec));
     assert_eq!(alone["seed"], rec["seed"]);
+    // ... and its `--html` page, as rendered: every criterion, the pictures with their numbers
+    if let Some(chromium) = support::chromium() {
+        let r = support::render(&chromium, s(&carol_html), &screenshot("exercise-04-carol"));
+        assert!(r.console.is_empty(), "console messages: {:?}", r.console);
+        for v in alone["verdicts"].as_array().unwrap() {
+            let id = format!("<code>{}</code>", v["id"].as_str().unwrap());
+            assert!(r.dom.contains(&id), "{id} in the rendered page");
+        }
+        assert!(
+            r.dom.contains(&format!("--seed {seed} --device cpu")),
+            "regrade command"
+        );
+        assert_eq!(
+            charts_with_numbers(&r.dom),
+            2,
+            "activation bytes, step time"
+        );
+    }
 
     // 3. SIGINT once the first record exists, then --resume: the same gradebook
     let resumed = tmp.path().join("resumed");
@@ -381,6 +474,37 @@ fn class_end_to_end_resume_and_shards() {
             .lines()
             .count(),
         1 + STUDENTS.len()
+    );
+
+    // 5. the HTML report of the sharded class, rendered in a browser; and the page of a diff
+    let o = grade(&["report", s(&sharded)]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let graded = STUDENTS.len() - 1; // dave has no submission
+    if let Some(charts) = check_rendered_class_report(&sharded, &STUDENTS, "class-report") {
+        // distribution + pass rates; 04's two pictures for every graded student whose run got
+        // that far (bob's starter and eve's hostile run record less)
+        assert!(charts >= 2 + 2 * 2, "{charts} charts");
+        assert!(charts <= 2 + 2 * graded, "{charts} charts");
+    }
+    let o = grade(&["report", s(&base), s(&sharded), "--lang", "en"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let diff = std::fs::read_to_string(sharded.join("diff.html")).unwrap();
+    assert!(
+        diff.contains(&format!(
+            "0 improved · 0 regressed · 0 changed otherwise · {} unchanged",
+            STUDENTS.len()
+        )),
+        "same grades, modulo timings"
     );
 }
 
@@ -849,6 +973,26 @@ fn a_class_of_thirty() {
     let empty = json(&out.join("records/04-checkpoint/zz-empty.json"));
     assert_eq!(empty["outcome"], "no_submission");
     assert_eq!(want.len(), 30, "30 submissions (and one empty folder)");
+
+    // its HTML report reads the records and runs nothing: well under a second (as the command
+    // reports it; loading libtorch at the binary's start is not the report's work)
+    let t0 = Instant::now();
+    let o = grade(&["report", s(&out)]);
+    let took = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let work: f64 = stderr
+        .split("written in ")
+        .nth(1)
+        .and_then(|x| x.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("the time it took: {stderr}"));
+    eprintln!("grade report of 31 rows: {work:.3} s ({took:.3} s with the process start)");
+    assert!(work < 0.5, "{work:.3} s");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for (id, _, _) in &want {
+        assert!(page.contains(&format!("<tr data-student=\"{id}\"")), "{id}");
+    }
 }
 
 /// The warm interpreter killed in the middle of a batch (as a submission could on a kernel

@@ -46,6 +46,7 @@ fn report() -> Report {
         .collect(),
         sandbox_gaps: vec![Text::new("没有 Landlock", "no Landlock here")],
         notes: vec![],
+        evidence: Default::default(),
     }
 }
 

@@ -1,6 +1,7 @@
-//! `grade batch`, `grade gradebook`, `grade diff`: from parsed arguments to output and exit code.
+//! `grade batch`, `grade gradebook`, `grade diff`, `grade report`: from parsed arguments to output
+//! and exit code.
 use super::{progress, BatchOptions};
-use crate::cli::{BatchArgs, DiffArgs, GradebookArgs};
+use crate::cli::{BatchArgs, DiffArgs, GradebookArgs, ReportArgs};
 use crate::course::Course;
 use crate::error::{exit, GradeError};
 use crate::gradebook;
@@ -95,5 +96,36 @@ pub fn diff(args: &DiffArgs) -> Result<i32, GradeError> {
     let new = gradebook::diff::load(&args.new)?;
     let (text, _) = gradebook::diff::diff(&old, &new);
     print!("{text}");
+    Ok(exit::PASS)
+}
+
+/// `grade report OUT` (the class page) or `grade report OLD NEW` (the page of their diff).
+pub fn report(course: Option<&Course>, args: &ReportArgs) -> Result<i32, GradeError> {
+    let t0 = std::time::Instant::now();
+    let path = match args.folders.as_slice() {
+        [out] => crate::html::class::write_class(out, course, args.lang, args.output.as_deref())?,
+        [old_p, new_p] => {
+            let old = gradebook::diff::load(old_p)?;
+            let new = gradebook::diff::load(new_p)?;
+            let page = crate::html::class::diff_page(&old, &new, args.lang);
+            let path = args.output.clone().unwrap_or_else(|| {
+                let dir = if new_p.is_dir() {
+                    new_p.clone()
+                } else {
+                    new_p.parent().map(|p| p.to_path_buf()).unwrap_or_default()
+                };
+                dir.join("diff.html")
+            });
+            gradebook::write_atomic(&path, page.as_bytes())?;
+            path
+        }
+        _ => unreachable!("clap takes one or two folders"),
+    };
+    println!("{}", path.display());
+    eprintln!(
+        "written in {:.3} s / 用时 {:.3} 秒",
+        t0.elapsed().as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    );
     Ok(exit::PASS)
 }

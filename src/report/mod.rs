@@ -1,4 +1,5 @@
 //! Reports: one `Report` per graded run, rendered by one exporter per format behind `Exporter`.
+pub mod evidence;
 pub mod json;
 pub mod table;
 pub mod yaml;
@@ -42,6 +43,10 @@ pub struct Report {
     /// Notes on how the submission was read (a notebook's dropped magics, a hint on a timeout).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<Text>,
+    /// The run's recorded observations the pictures of `--html` and `grade report` are drawn
+    /// from (compact: small metrics and the ranked operator lists); empty when nothing ran.
+    #[serde(default, skip_serializing_if = "evidence::Observed::is_empty")]
+    pub evidence: evidence::Observed,
 }
 
 impl Summary {
