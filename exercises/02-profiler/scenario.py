@@ -3,11 +3,10 @@
 Each probe records raw observations (metrics, event traces); verdicts are decided in Rust from
 rubrics/02-profiler.yaml. Probes:
   reference  the grader's own profile of the same TinyGPT training step, made before the
-             submission is imported: `steps` one-step windows (schedule skip_first=1, warmup=1,
-             active=1, repeat=steps); its ranking by each op's least self time over the windows
-             (`reference.top`, per step) and its event count over the windows
-             (`reference.events`, as for `steps` steps; record_shapes/profile_memory do not
-             change the count, with_stack adds about 60%)
+             submission is imported (schedule wait=1, warmup=1, active=steps): its ranking by a
+             cost load cannot reorder (`least_cost`: least self time of a call × calls, per op
+             and input shapes; `reference.top`) and its event count (`reference.events`;
+             record_shapes/profile_memory do not change the count, with_stack adds about 60%)
   profile    the submission's profile_training(train_step, steps=...), called twice. Every call
              of the grader's train_step is a `step` event saying whether a profiler was recording
              (`active`, torch's own flag); the profiler's switches are `profiler` events between
@@ -126,6 +125,29 @@ def ranking(prof, cuda):
     return rows
 
 
+def least_cost(prof, cuda):
+    """The grader's ranking of its own profile, made so that load cannot reorder it: calls of one
+    op with the same input shapes do the same work, and a busy machine only ever adds time to a
+    call (a preempted process bills the pause to the op it was in), so an op's cost is the least
+    self time of a call × the number of calls, summed over its shapes. Rows: name, `self_us` (that
+    cost, for the profiled steps), `calls`."""
+    groups = {}
+    for e in prof.events():
+        if e.name.startswith("ProfilerStep"):
+            continue
+        t = e.self_device_time_total if cuda else e.self_cpu_time_total
+        g = groups.setdefault((e.name, str(e.input_shapes)), [math.inf, 0])
+        g[0] = min(g[0], float(t))
+        g[1] += 1
+    cost, calls = {}, {}
+    for (name, _), (least, n) in groups.items():
+        cost[name] = cost.get(name, 0.0) + least * n
+        calls[name] = calls.get(name, 0) + n
+    rows = [{"e": "op", "name": n, "self_us": c, "calls": calls[n]} for n, c in cost.items()]
+    rows.sort(key=lambda r: r["self_us"], reverse=True)
+    return rows
+
+
 def number(v, *, integral=False, what="value"):
     """A submission's number as a plain int/float (lib.number: numpy scalars, 0-d tensors, any
     numbers.Real accepted), or the reason it is not one (a str)."""
@@ -213,35 +235,19 @@ class Lesson:
         return train_step
 
     # -- probes -------------------------------------------------------------------------------
-    def reference(self, _ranking=ranking):
+    def reference(self, _least=least_cost):
         """The grader's own profile of the same training step (run before the submission is
-        imported when the driver has `before_submission`): `steps` windows of one step each, an
-        op's figure being its least self time over the windows (load only ever adds time, so the
-        least is its cost; a preemption billed to one op in one window does not reorder the
-        ranking). Recorded at once, nothing kept."""
+        imported when the driver has `before_submission`), ranked by each op's least-per-call
+        cost (see `least_cost`). Recorded at once, nothing kept."""
         steps = int(self.ctx.params["steps"])
         step = self.train_step()
-        windows = []
-        sched = torch.profiler.schedule(skip_first=1, wait=0, warmup=1, active=1, repeat=steps)
-
-        def ready(prof):
-            windows.append((_ranking(prof, self.cuda), len(prof.events())))
-
-        with torch.profiler.profile(activities=self.activities(), schedule=sched, on_trace_ready=ready) as prof:
-            for _ in range(1 + 2 * steps):
+        sched = torch.profiler.schedule(wait=1, warmup=1, active=steps)
+        with torch.profiler.profile(activities=self.activities(), schedule=sched, record_shapes=True) as prof:
+            for _ in range(2 + steps):
                 step()
                 prof.step()
-        least = {}
-        for rows, _ in windows:
-            for r in rows:
-                seen = least.get(r["name"])
-                least[r["name"]] = dict(r) if seen is None else dict(seen, self_us=min(seen["self_us"], r["self_us"]))
-        for name in least:  # an op missing from a window cost nothing there
-            if not all(any(r["name"] == name for r in rows) for rows, _ in windows):
-                least[name]["self_us"] = 0.0
-        top = sorted(least.values(), key=lambda r: r["self_us"], reverse=True)
-        self.ctx.metric("reference.events", sum(n for _, n in windows))
-        self.ctx.traces["reference.top"] = top[:20]
+        self.ctx.metric("reference.events", len(prof.events()))
+        self.ctx.traces["reference.top"] = _least(prof, self.cuda)[:20]
 
     def profile(self, _ranking=ranking):
         fn = self.need("profile_training")
