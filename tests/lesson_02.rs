@@ -340,7 +340,10 @@ fn scheduled() -> Vec<Event> {
 fn phase_comes_from_the_order_of_the_profilers_switch_events() {
     let calls = profiler::calls(&scheduled());
     let phases: Vec<&str> = calls.iter().map(|c| c.phase).collect();
-    assert_eq!(phases, ["none", "warmup", "record", "record", "record", "none"]);
+    assert_eq!(
+        phases,
+        ["none", "warmup", "record", "record", "record", "none"]
+    );
     let spec = "{phase: {stream: [r1, r2], phase: warmup, min: 1}}";
     let ok = run(spec, &evidence(&[("r1", scheduled()), ("r2", scheduled())]));
     assert!(ok.pass, "{:?}", ok.why);
@@ -421,7 +424,10 @@ fn per_call_holds_the_report_to_the_graders_timing_of_the_recorded_calls() {
         &ev,
     );
     assert!(!out.pass);
-    assert!(out.why.en.contains("no other call ran while a profiler recorded"));
+    assert!(out
+        .why
+        .en
+        .contains("no other call ran while a profiler recorded"));
 }
 
 #[test]

@@ -125,7 +125,10 @@ pub fn evaluate_phase(spec: &PhaseSpec, env: &Env) -> Outcome {
             measured,
             bound,
             text!(
-                format!("每次都有 {} 阶段的步（由 profiler 开关事件的顺序得出）", spec.phase),
+                format!(
+                    "每次都有 {} 阶段的步（由 profiler 开关事件的顺序得出）",
+                    spec.phase
+                ),
                 format!(
                     "steps in the {} phase every time (from the order of the profiler's switches)",
                     spec.phase
@@ -197,7 +200,10 @@ pub fn evaluate_per_call(spec: &PerCallSpec, env: &Env) -> Outcome {
     let why = if pass {
         Text::new(format!("{zh}，满足 {bound}"), format!("{en}, {bound}"))
     } else {
-        Text::new(format!("{zh}，不满足 {bound}"), format!("{en}, not {bound}"))
+        Text::new(
+            format!("{zh}，不满足 {bound}"),
+            format!("{en}, not {bound}"),
+        )
     };
     Outcome::new(pass, measured, bound, why)
 }
