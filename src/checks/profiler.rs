@@ -72,7 +72,7 @@ pub fn calls(events: &[Event]) -> Vec<Call> {
     out
 }
 
-fn of_variant<'a>(c: &'a Call, variant: &Option<String>) -> bool {
+fn of_variant(c: &Call, variant: &Option<String>) -> bool {
     variant.is_none() || c.variant.as_ref() == variant.as_ref()
 }
 
