@@ -3,7 +3,7 @@
 //! every fixture of `tests/fixtures/02-profiler/`, each failing exactly the criteria listed in its
 //! `expected.yaml`, verdict tables snapshotted with insta.
 mod support;
-use grade::checks::{self, evaluate, Env, Status};
+use grade::checks::{self, evaluate, profiler, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
 use grade::runner::Device;
 use grade::spec::rubric::Check;
@@ -307,6 +307,158 @@ fn profiler_windows_make_warmup_visible() {
     assert!(same.pass, "{:?}", same.why);
 }
 
+// ------------------------------------------- phases and per-call times, from observed events
+
+fn step(id: i64, variant: &str, active: bool) -> Event {
+    Event::new("step")
+        .with("id", id)
+        .with("variant", variant)
+        .with("active", active)
+}
+
+fn done(id: i64, op_us: f64) -> Event {
+    Event::new("step_done").with("id", id).with("op_us", op_us)
+}
+
+fn switch(s: &str) -> Event {
+    Event::new("profiler").with("switch", s)
+}
+
+/// A schedule wait=1, warmup=1, active=3: the phase of each step follows the switches.
+fn scheduled() -> Vec<Event> {
+    let mut ev = vec![step(0, "train", false), done(0, 0.0), switch("prepare")];
+    ev.extend([step(1, "train", false), done(1, 0.0), switch("enable")]);
+    for k in 2..5 {
+        ev.extend([step(k, "train", true), done(k, 0.0)]);
+    }
+    ev.push(switch("disable"));
+    ev.extend([step(5, "train", false), done(5, 0.0)]);
+    ev
+}
+
+#[test]
+fn phase_comes_from_the_order_of_the_profilers_switch_events() {
+    let calls = profiler::calls(&scheduled());
+    let phases: Vec<&str> = calls.iter().map(|c| c.phase).collect();
+    assert_eq!(
+        phases,
+        ["none", "warmup", "record", "record", "record", "none"]
+    );
+    let spec = "{phase: {stream: [r1, r2], phase: warmup, min: 1}}";
+    let ok = run(spec, &evidence(&[("r1", scheduled()), ("r2", scheduled())]));
+    assert!(ok.pass, "{:?}", ok.why);
+    assert_eq!(ok.measured.en, "r1: 1, r2: 1");
+    // no schedule: prepare and enable back to back; a `phase` field on a step (a forged flag)
+    // is not read
+    let mut plain = vec![
+        step(0, "train", false).with("phase", "warmup"),
+        done(0, 0.0),
+        switch("prepare"),
+        switch("enable"),
+    ];
+    for k in 1..4 {
+        plain.extend([step(k, "train", true), done(k, 0.0)]);
+    }
+    plain.push(switch("disable"));
+    let out = run(spec, &evidence(&[("r1", scheduled()), ("r2", plain)]));
+    assert!(!out.pass);
+    assert!(
+        out.why.en.starts_with(
+            "r2: 0 whole steps in the profiler's warmup phase, expected ≥ 1 (phase of each step: none record record record)"
+        ),
+        "{}",
+        out.why.en
+    );
+    assert!(out.why.zh.contains("warmup 阶段"));
+    // a step that never finished is not a whole step
+    let cut = vec![switch("prepare"), step(0, "train", false)];
+    let out = run(
+        "{phase: {stream: c, phase: warmup, min: 1}}",
+        &evidence(&[("c", cut)]),
+    );
+    assert!(!out.pass);
+}
+
+/// Two warm-up calls (slow), then three recorded calls of 90, 100, 110 µs.
+fn verified() -> Vec<Event> {
+    let mut ev = vec![
+        step(0, "baseline", false),
+        done(0, 900.0),
+        step(1, "baseline", false),
+        done(1, 900.0),
+        switch("prepare"),
+        switch("enable"),
+    ];
+    for (k, t) in [(2, 90.0), (3, 100.0), (4, 110.0)] {
+        ev.extend([step(k, "baseline", true), done(k, t)]);
+    }
+    ev.push(switch("disable"));
+    ev.extend([step(5, "candidate", true), done(5, 7.0)]);
+    ev
+}
+
+#[test]
+fn per_call_holds_the_report_to_the_graders_timing_of_the_recorded_calls() {
+    let spec = |x: f64| {
+        let mut ev = evidence(&[("v", verified())]);
+        ev.obs.metrics.insert("r".into(), json!(x));
+        let out = run(
+            "{per_call: {stream: v, variant: baseline, field: op_us, reported: r, min: 0.5, max: 2}}",
+            &ev,
+        );
+        (out.pass, out.measured.en, out.why.en)
+    };
+    let (pass, measured, why) = spec(100.0);
+    assert!(pass, "{why}");
+    assert_eq!(measured, "1 (100 / 100)");
+    assert!(why.contains("the grader timed the 3 baseline calls made while recording at 100 each"));
+    // the total of the three calls, or a warm-up call's time
+    assert!(!spec(300.0).0);
+    assert!(!spec(900.0).0);
+    assert!(spec(60.0).0 && !spec(40.0).0);
+    // no recorded call of the variant: nothing to compare with
+    let mut ev = evidence(&[("v", verified())]);
+    ev.obs.metrics.insert("r".into(), json!(7.0));
+    let out = run(
+        "{per_call: {stream: v, variant: other, field: op_us, reported: r, max: 2}}",
+        &ev,
+    );
+    assert!(!out.pass);
+    assert!(out
+        .why
+        .en
+        .contains("no other call ran while a profiler recorded"));
+}
+
+#[test]
+fn profiler_spec_errors() {
+    let ex = exercise();
+    let dir = tempfile::tempdir().unwrap();
+    for (yaml, msg) in [
+        (
+            "{phase: {stream: s, phase: warm, min: 1}}",
+            "`warm` is none of warmup, record, none",
+        ),
+        (
+            "{phase: {stream: s, phase: warmup}}",
+            "give at least one of min / max",
+        ),
+        (
+            "{per_call: {stream: s, field: f, reported: r}}",
+            "give at least one of min / max",
+        ),
+    ] {
+        let path = dir.path().join("r.yaml");
+        std::fs::write(
+            &path,
+            format!("exercise: {ID}\ncriteria:\n  - id: x\n    title: {{zh: x, en: x}}\n    check: {yaml}\n"),
+        )
+        .unwrap();
+        let err = Rubric::load(&path, &ex).unwrap_err().to_string();
+        assert!(err.contains(msg), "{yaml}: {err}");
+    }
+}
+
 // ------------------------------------------------------------------- the rubric, recorded runs
 
 fn recorded(name: &str) -> Observations {
@@ -369,25 +521,46 @@ fn recorded_runs_fail_exactly_their_expected_criteria() {
 fn recorded_solution_profiles_exactly_three_steps_after_a_warmup_step() {
     let obs = recorded("solution");
     for run in ["profile.run1", "profile.run2"] {
-        let steps: Vec<&Event> = obs.traces[run].iter().filter(|e| e.e == "step").collect();
-        let active = steps
-            .iter()
-            .filter(|e| e.fields["active"] == json!(true))
-            .count();
-        let warm = steps
-            .iter()
-            .filter(|e| e.field_str("phase") == Some("warmup"))
-            .count();
+        let calls = profiler::calls(&obs.traces[run]);
+        let active = calls.iter().filter(|c| c.active).count();
+        let warm = calls.iter().filter(|c| c.phase == "warmup").count();
         assert_eq!((active, warm), (3, 1), "{run}");
-        // the recording flag torch reports and the phase the grader saw agree
-        for e in &steps {
-            assert_eq!(
-                e.fields["active"] == json!(true),
-                e.field_str("phase") == Some("record"),
-                "{run}: {e:?}"
-            );
+        // torch's own recording flag and the phase derived from the switches agree
+        for c in &calls {
+            assert_eq!(c.active, c.phase == "record", "{run}: {c:?}");
         }
     }
+}
+
+#[test]
+fn recorded_solution_profiles_five_calls_of_each_step_and_one_call_fails() {
+    let obs = recorded("solution");
+    for cand in ["fast_right", "fast_wrong", "slow_right"] {
+        let calls = profiler::calls(&obs.traces[&format!("verify.{cand}")]);
+        for role in ["baseline", "candidate"] {
+            let n = calls
+                .iter()
+                .filter(|c| c.active && c.variant.as_deref() == Some(role))
+                .count();
+            assert_eq!(n, 5, "{cand} {role}");
+        }
+    }
+    // keep only the first profiled call of each step recorded: one sample each
+    let mut obs = recorded("solution");
+    for cand in ["fast_right", "fast_wrong", "slow_right"] {
+        let trace = obs.traces.get_mut(&format!("verify.{cand}")).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for e in trace.iter_mut().filter(|e| e.e == "step") {
+            if e.fields["active"] == json!(true) {
+                let role = e.field_str("variant").unwrap().to_string();
+                if !seen.insert(role) {
+                    e.fields.insert("active".into(), json!(false));
+                }
+            }
+        }
+    }
+    let v = grade_obs(obs);
+    assert_eq!(v["verify_profiles_several"], Status::Fail);
 }
 
 #[test]

@@ -2,15 +2,17 @@
 
 Each probe records raw observations (metrics, event traces); verdicts are decided in Rust from
 rubrics/02-profiler.yaml. Probes:
-  reference  the grader's own profile of the same TinyGPT training step (schedule wait=1,
-             warmup=1, active=steps): its ranking by self time (`reference.top`) and its event
-             count (`reference.events`; record_shapes/profile_memory do not change the count,
-             with_stack adds about 60%)
+  reference  the grader's own profile of the same TinyGPT training step, made before the
+             submission is imported (schedule wait=1, warmup=1, active=steps): its ranking by a
+             cost load cannot reorder (`least_cost`: least self time of a call × calls, per op
+             and input shapes; `reference.top`) and its event count (`reference.events`;
+             record_shapes/profile_memory do not change the count, with_stack adds about 60%)
   profile    the submission's profile_training(train_step, steps=...), called twice. Every call
              of the grader's train_step is a `step` event saying whether a profiler was recording
-             (`active`, torch's own flag) and the profiler's phase (`none`, `warmup`, `record`);
-             from the returned profile object the grader records its event count and, in its own
-             code, the ranking top_ops must reproduce (`profile.runN.topK`)
+             (`active`, torch's own flag); the profiler's switches are `profiler` events between
+             them. From the returned profile object the grader records its event count, in its
+             own code the ranking top_ops must reproduce (`profile.runN.topK`), and every op by
+             name with its call count (`profile.runN.calls`)
   top_ops    the submission's top_ops(prof, k) for each k and each run (`top_ops.runN.topK`)
   verify     the submission's verify(op, baseline_step, candidate_step) for three candidates
              whose truth the grader knows: fast_right (¼ of the op's work, same output),
@@ -24,11 +26,24 @@ rubrics/02-profiler.yaml. Probes:
 
 Instrument: when this scenario is loaded (before the submission is imported) the profiler's
 switches in torch.autograd.profiler (_prepare_profiler, _enable_profiler, _disable_profiler —
-used by torch.profiler.profile and torch.autograd.profiler.profile alike) are wrapped to mark the
-phase and the recording windows; `profiler.tampered` says whether they were still in place at
-the end.
+used by torch.profiler.profile and torch.autograd.profiler.profile alike) are wrapped: each real
+switch is a `profiler {switch: prepare|enable|disable}` event in the active trace, and each
+recording window is a pair of `timer` reads (`profiler#N`). The watch keeps no phase: the grader
+derives each step's phase (none → warmup → record → none) in Rust from the order of the switch
+events before it (`phase` check kind), so nothing the submission can reach says "warm-up".
+`profiler.tampered` names any switch that was replaced by the end.
+
+Out of the submission's reach (issue 17): the grader's own profile (`reference.*`) is made and
+recorded in `before_submission`, before the submission is imported; its recomputation of each
+returned profile (`profile.runN.*`) is recorded as soon as profile_training returns, before
+top_ops runs; the op time of each verify call is an event of that call (`step_done {op_us}`),
+and the per-step mean over the profiled calls is computed in Rust (`per_call` check kind), so no
+Python object holds an answer the submission could rewrite. The candidates' truth (which is
+faster, which is wrong) is the rubric's.
 """
+import itertools
 import math
+import sys
 
 import torch
 import torch.autograd.profiler as _autograd_profiler
@@ -41,6 +56,7 @@ _allclose = torch.allclose
 _profiler_enabled = torch._C._autograd._profiler_enabled
 _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_lib = sys.modules.get("grade_lib")  # the driver loads lib.py before this module
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
 ROLES = ("baseline", "candidate")
@@ -48,13 +64,13 @@ CANDIDATES = ("fast_right", "fast_wrong", "slow_right")
 
 
 class ProfilerWatch:
-    """Wraps the profiler's switches: phase (none → warmup → record → none) and windows."""
+    """Wraps the profiler's switches: a `profiler {switch}` event per real switch, and the
+    recording windows as `timer` pairs. No phase is kept here (see the module docstring)."""
 
     NAMES = ("_prepare_profiler", "_enable_profiler", "_disable_profiler")
 
     def __init__(self):
         self.ctx = None
-        self.phase = "none"
         self.windows = 0
         self.real = {n: getattr(_autograd_profiler, n) for n in self.NAMES}
         self.mine = {}
@@ -64,25 +80,29 @@ class ProfilerWatch:
             self.mine[n] = wrapper
             setattr(_autograd_profiler, n, wrapper)
 
+    def _event(self, kind, **fields):
+        if self.ctx is not None:
+            self.ctx.event(kind, **fields)
+
     def _mark(self, clock):
         if self.ctx is not None:
             self.ctx.event("timer", clock=clock, v=self.ctx.clock())
 
     def _prepare_profiler(self, *args, **kwargs):
         out = self.real["_prepare_profiler"](*args, **kwargs)
-        self.phase = "warmup"
+        self._event("profiler", switch="prepare")
         return out
 
     def _enable_profiler(self, *args, **kwargs):
         out = self.real["_enable_profiler"](*args, **kwargs)
-        self.phase = "record"
         self.windows += 1
+        self._event("profiler", switch="enable")
         self._mark(f"profiler#{self.windows}")
         return out
 
     def _disable_profiler(self, *args, **kwargs):
         self._mark(f"profiler#{self.windows}")
-        self.phase = "none"
+        self._event("profiler", switch="disable")
         return self.real["_disable_profiler"](*args, **kwargs)
 
     def tampered(self):
@@ -105,18 +125,57 @@ def ranking(prof, cuda):
     return rows
 
 
-def number(v):
-    if hasattr(v, "item") and getattr(v, "numel", lambda: 1)() == 1:
-        v = v.item()
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-        return None
-    return v
+def least_cost(prof, cuda):
+    """The grader's ranking of its own profile, made so that load cannot reorder it: calls of one
+    op with the same input shapes do the same work, and a busy machine only ever adds time to a
+    call (a preempted process bills the pause to the op it was in), so an op's cost is the least
+    self time of a call × the number of calls, summed over its shapes. Rows: name, `self_us` (that
+    cost, for the profiled steps), `calls`."""
+    groups = {}
+    for e in prof.events():
+        if e.name.startswith("ProfilerStep"):
+            continue
+        t = e.self_device_time_total if cuda else e.self_cpu_time_total
+        g = groups.setdefault((e.name, str(e.input_shapes)), [math.inf, 0])
+        g[0] = min(g[0], float(t))
+        g[1] += 1
+    cost, calls = {}, {}
+    for (name, _), (least, n) in groups.items():
+        cost[name] = cost.get(name, 0.0) + least * n
+        calls[name] = calls.get(name, 0) + n
+    rows = [{"e": "op", "name": n, "self_us": c, "calls": calls[n]} for n, c in cost.items()]
+    rows.sort(key=lambda r: r["self_us"], reverse=True)
+    return rows
+
+
+def number(v, *, integral=False, what="value"):
+    """A submission's number as a plain int/float (lib.number: numpy scalars, 0-d tensors, any
+    numbers.Real accepted), or the reason it is not one (a str)."""
+    if _lib is None:  # lib.py missing: the old rule
+        if hasattr(v, "item") and getattr(v, "numel", lambda: 1)() == 1:
+            v = v.item()
+        ok = not isinstance(v, bool) and isinstance(v, (int, float)) and v == v
+        return (int(v) if integral else v) if ok else f"{what} is not a number: {v!r}"[:120]
+    try:
+        x = _lib.number(v, integral=integral, what=what)
+    except TypeError as e:  # lib.NotANumber
+        return str(e)[:160]
+    return x if x == x else f"{what} is NaN"
 
 
 def boolean(v):
+    """`True`/`False` from a bool, a numpy bool or a one-element tensor; None otherwise."""
     if hasattr(v, "item") and getattr(v, "numel", lambda: 1)() == 1:
         v = v.item()
+    if type(v).__name__ == "bool_":
+        return bool(v)
     return v if isinstance(v, bool) else None
+
+
+# The probes use these helpers through default arguments bound when this module was loaded
+# (before the submission is imported): replacing them in this module afterwards
+# (`sys.modules["grade_scenario"].ranking = ...`) changes nothing the grader computes, and the
+# driver's watch names the replacement in `integrity.tampered`.
 
 
 class Lesson:
@@ -158,16 +217,15 @@ class Lesson:
         model.load_state_dict(self.weights, strict=True)
         return model.to(self.device).train()
 
-    def train_step(self):
+    def train_step(self, _enabled=_profiler_enabled):
         """One training step (zero_grad, forward + loss, backward) of a fresh model; every call
-        is a `step` event with the recording flag and the profiler phase."""
+        is a `step` event saying whether a profiler was recording (torch's own flag)."""
         ctx, model, batch = self.ctx, self.model(), self.batch
-        count = [0]
+        ids = itertools.count()
 
         def train_step():
-            k = count[0]
-            count[0] += 1
-            ctx.event("step", id=k, active=bool(_profiler_enabled()), phase=WATCH.phase)
+            k = next(ids)
+            ctx.event("step", id=k, active=bool(_enabled()))
             model.zero_grad(set_to_none=True)
             _, loss = model(batch["idx"], batch["targets"])
             loss.backward()
@@ -177,18 +235,21 @@ class Lesson:
         return train_step
 
     # -- probes -------------------------------------------------------------------------------
-    def reference(self):
+    def reference(self, _least=least_cost):
+        """The grader's own profile of the same training step (run before the submission is
+        imported when the driver has `before_submission`), ranked by each op's least-per-call
+        cost (see `least_cost`). Recorded at once, nothing kept."""
         steps = int(self.ctx.params["steps"])
         step = self.train_step()
         sched = torch.profiler.schedule(wait=1, warmup=1, active=steps)
-        with torch.profiler.profile(activities=self.activities(), schedule=sched) as prof:
+        with torch.profiler.profile(activities=self.activities(), schedule=sched, record_shapes=True) as prof:
             for _ in range(2 + steps):
                 step()
                 prof.step()
         self.ctx.metric("reference.events", len(prof.events()))
-        self.ctx.traces["reference.top"] = ranking(prof, self.cuda)[:10]
+        self.ctx.traces["reference.top"] = _least(prof, self.cuda)[:20]
 
-    def profile(self):
+    def profile(self, _ranking=ranking):
         fn = self.need("profile_training")
         ctx = self.ctx
         steps = int(ctx.params["steps"])
@@ -205,8 +266,11 @@ class Lesson:
                     f"profile_training() must return the torch.profiler.profile object; got {type(prof).__name__}"
                 )
             self.profiles[run] = prof
+            # the grader's answers about this profile, recorded before top_ops() sees it
             ctx.metric(f"profile.{run}.events", len(prof.events()))
-            rows = ranking(prof, self.cuda)
+            rows = _ranking(prof, self.cuda)
+            # every op of the profile by name, with its call count: what the two runs recorded
+            ctx.traces[f"profile.{run}.calls"] = sorted(rows, key=lambda r: r["name"])
             for k in ctx.params["k"]:
                 ctx.traces[f"profile.{run}.top{int(k)}"] = rows[: int(k)]
             if self.cuda:
@@ -214,7 +278,7 @@ class Lesson:
                 has = torch.profiler.ProfilerActivity.CUDA in acts
                 ctx.metric(f"profile.{run}.cuda_activity", "yes" if has else "no")
 
-    def top_ops(self):
+    def top_ops(self, _number=number):
         fn = self.need("top_ops")
         if not self.profiles:
             raise ProbeFailed("no profile to rank: profile_training() did not return one")
@@ -232,18 +296,19 @@ class Lesson:
                             f"got an item of type {type(item).__name__}"
                         )
                     name = item.get("name")
-                    calls = number(item.get("calls"))
+                    self_us = _number(item.get("self_time_us"), what="self_time_us")
+                    calls = _number(item.get("calls"), integral=True, what="calls")
                     rows.append(
                         {
                             "e": "op",
                             "name": name if isinstance(name, str) else repr(name)[:80],
-                            "self_us": number(item.get("self_time_us")),
-                            "calls": int(calls) if calls is not None and math.isfinite(calls) and calls == int(calls) else None,
+                            "self_us": self_us if not isinstance(self_us, str) else None,
+                            "calls": calls if not isinstance(calls, str) else None,
                         }
                     )
                 self.ctx.traces[f"top_ops.{run}.top{k}"] = rows
 
-    def verify(self):
+    def verify(self, _number=number, _boolean=boolean, _enabled=_profiler_enabled):
         fn = self.need("verify")
         ctx = self.ctx
         v = ctx.params["verify"]
@@ -287,22 +352,23 @@ class Lesson:
         }
 
         for cand in CANDIDATES:
-            state = {"next": 0, "ref": None, "profiled": {r: [] for r in ROLES}}
+            ids = itertools.count()  # step ids, shared by both steps of this verify call
+            first = []  # the first input handed to a step: what "the same input" means
 
-            def wrap(role, body):
+            def wrap(role, body, ids=ids, first=first):
                 def step(x):
-                    k = state["next"]
-                    state["next"] += 1
-                    if state["ref"] is None and isinstance(x, torch.Tensor):
-                        state["ref"] = x.detach().clone()
-                    ref = state["ref"]
+                    k = next(ids)
+                    if not first and isinstance(x, torch.Tensor):
+                        first.append(x.detach().clone())
+                    ref = first[0] if first else None
                     same = (
-                        isinstance(x, torch.Tensor)
+                        ref is not None
+                        and isinstance(x, torch.Tensor)
                         and x.shape == ref.shape
                         and x.device == ref.device
                         and _equal(x, ref)
                     )
-                    active = bool(_profiler_enabled())
+                    active = bool(_enabled())
                     ctx.event("step", id=k, variant=role, inputs={"x": "batch" if same else "other"}, active=active)
                     acc = []
                     out = body(x, acc)
@@ -311,9 +377,9 @@ class Lesson:
                         secs = sum(a.elapsed_time(b) for a, b in acc) / 1e3
                     else:
                         secs = sum(acc)
+                    # the op's time in this call: the grader's per-step figure for the profiled
+                    # calls is the mean of these over the calls made while recording (Rust)
                     ctx.event("step_done", id=k, op_us=secs * 1e6)
-                    if active:
-                        state["profiled"][role].append(secs * 1e6)
                     return out
 
                 step.make_input = make_input
@@ -330,17 +396,16 @@ class Lesson:
             if not isinstance(result, dict):
                 raise ProbeFailed(f"verify() must return a dict; got {type(result).__name__}")
             for key in ("baseline_us", "candidate_us"):
-                x = number(result.get(key))
-                ctx.metric(f"verify.{cand}.{key}", x if x is not None else f"not a number: {result.get(key)!r}"[:80])
+                ctx.metric(f"verify.{cand}.{key}", _number(result.get(key), what=key))
             for key in ("faster", "outputs_close"):
-                b = boolean(result.get(key))
+                b = _boolean(result.get(key))
                 ctx.metric(f"verify.{cand}.{key}", b if b is not None else f"not a bool: {result.get(key)!r}"[:80])
-            for role in ROLES:
-                seen = state["profiled"][role]
-                ctx.metric(
-                    f"verify.{cand}.observed.{role}_us",
-                    sum(seen) / len(seen) if seen else f"no {role}_step call ran while a profiler recorded",
-                )
+
+
+def before_submission(ctx):
+    """The grader's own profile, made before the submission is imported and recorded at once."""
+    with ctx.probe("reference"):
+        Lesson(ctx).reference()
 
 
 def run(ctx):
@@ -348,7 +413,10 @@ def run(ctx):
     ProbeFailed = ctx.ProbeFailed
     WATCH.ctx = ctx
     lesson = Lesson(ctx)
-    for name in ("reference", "profile", "top_ops", "verify"):
+    if "reference" not in ctx.probes:  # a driver without the before_submission hook
+        with ctx.probe("reference"):
+            lesson.reference()
+    for name in ("profile", "top_ops", "verify"):
         with ctx.probe(name):
             getattr(lesson, name)()
     tampered = WATCH.tampered()

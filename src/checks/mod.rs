@@ -6,6 +6,7 @@ pub mod break_even;
 pub mod close;
 pub mod growth;
 pub mod ledger;
+pub mod profiler;
 pub mod range;
 pub mod ranking;
 pub mod ratio;
@@ -114,6 +115,8 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Audit(_) => audit::evaluate(env),
         Check::Reproducible(r) => reproducible::evaluate(r, env),
         Check::Ranking(r) => ranking::evaluate(r, env),
+        Check::Phase(p) => profiler::evaluate_phase(p, env),
+        Check::PerCall(c) => profiler::evaluate_per_call(c, env),
         Check::Series(s) => series::evaluate(s, env),
         Check::Stats(s) => stats::evaluate(s, env),
         Check::StepTime(s) => step_time::evaluate(s, env),

@@ -75,6 +75,10 @@ pub enum Check {
     /// The reported time per step against the grader's own clock over the same steps, inside
     /// the same timed windows.
     StepTime(StepTimeSpec),
+    /// Whole steps in a profiler phase derived from the observed switch events (lesson 02).
+    Phase(PhaseSpec),
+    /// A reported per-call figure against the grader's own over the profiled calls (lesson 02).
+    PerCall(PerCallSpec),
     /// Every sub-check passes.
     All(Vec<Check>),
 }
@@ -339,6 +343,40 @@ pub struct RankingSpec {
     pub fields: std::collections::BTreeMap<String, f64>,
 }
 
+/// `phase`: whole steps of each stream run in a profiler phase (`warmup`, `record`, `none`),
+/// derived from the order of the `profiler {switch}` events; see `checks/profiler.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    pub stream: Streams,
+    pub phase: String,
+    /// Only steps of this variant.
+    #[serde(default)]
+    pub variant: Option<String>,
+    #[serde(default)]
+    pub equals: Option<Operand>,
+    #[serde(default)]
+    pub min: Option<Operand>,
+    #[serde(default)]
+    pub max: Option<Operand>,
+}
+
+/// `per_call`: the metric `reported` / the mean of `field` (on `step_done`) over the `variant`'s
+/// calls made while a profiler recorded, within bounds; see `checks/profiler.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerCallSpec {
+    pub stream: String,
+    #[serde(default)]
+    pub variant: Option<String>,
+    pub field: String,
+    pub reported: String,
+    #[serde(default)]
+    pub min: Option<Operand>,
+    #[serde(default)]
+    pub max: Option<Operand>,
+}
+
 /// A bound: a number, or `$model.KEY` / `$params.KEY` from exercise.yaml.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -584,11 +622,25 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             if r.min_overlap.is_none() && (r.within.is_some() || r.leader) {
                 return Err("within/leader need min_overlap (overlap mode)".into());
             }
+
             match r.fields.iter().find(|(_, t)| t.is_nan() || **t < 0.0) {
                 Some((f, _)) => Err(format!("fields: {f}: the tolerance must be a number ≥ 0")),
                 None => Ok(()),
             }
         }
+        Check::Phase(p) => {
+            if !["warmup", "record", "none"].contains(&p.phase.as_str()) {
+                return Err(format!(
+                    "phase: `{}` is none of warmup, record, none",
+                    p.phase
+                ));
+            }
+            match p.equals {
+                Some(_) => operand(&p.equals, "equals").map(|_| ()),
+                None => bounds(&p.min, &p.max),
+            }
+        }
+        Check::PerCall(c) => bounds(&c.min, &c.max),
         Check::All(checks) => {
             if checks.is_empty() {
                 return Err("all: list at least one check".into());
