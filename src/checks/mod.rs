@@ -6,6 +6,7 @@ pub mod break_even;
 pub mod close;
 pub mod growth;
 pub mod ledger;
+pub mod per_call;
 pub mod range;
 pub mod ranking;
 pub mod ratio;
@@ -116,6 +117,7 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Series(s) => series::evaluate(s, env),
         Check::Stats(s) => stats::evaluate(s, env),
         Check::BreakEven(b) => break_even::evaluate(b, env),
+        Check::PerCall(p) => per_call::evaluate(p, env),
         Check::All(checks) => {
             let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();
             let failed: Vec<&Outcome> = outs.iter().filter(|o| !o.pass).collect();
