@@ -388,6 +388,10 @@ fn recorded_no_sync_is_named() {
     );
 }
 
+/// Its recording: the `sim`, `break_even` and `real` parts from a grading before lesson 05's
+/// compile watch existed; its `shapes.*` part (the same `compile_for_shapes` as the solution's)
+/// copied from the solution's recording, because re-recording it timed out (900 s) at load 38;
+/// its audit (no finding: `src/driver/audit.py` on the fixture) likewise.
 #[test]
 fn recorded_warmup_before_first_is_named() {
     recorded_fixture(
