@@ -5,6 +5,7 @@
 //! duration between two recorded clock reads around its call, or it is not.
 use super::{fmt_num, Env, Outcome};
 use crate::measurement::{close_to, Measurement};
+use crate::observations::Absent;
 use crate::spec::rubric::PerCallSpec;
 use crate::text;
 
@@ -15,22 +16,18 @@ struct Found {
     bad: Vec<(String, String)>,
 }
 
-fn judge(stream: &str, spec: &PerCallSpec, env: &Env) -> Result<Found, Outcome> {
-    let events = env
-        .evidence
-        .trace(stream)
-        .map_err(|why| Outcome::missing(why, "—"))?;
+fn judge(stream: &str, spec: &PerCallSpec, env: &Env) -> Result<Found, Absent> {
+    let events = env.evidence.trace(stream)?;
     // `S.first_s`: a number, or a one-element list (the simulated device's form)
     let key = format!("{stream}.first_s");
     let first = match env.evidence.number(&key) {
         Ok(x) => x,
         Err(why) => match super::series::list(env, &key).as_deref() {
             Ok([x]) => *x,
-            _ => return Err(Outcome::missing(why, "—")),
+            _ => return Err(why),
         },
     };
-    let steady = super::series::list(env, &format!("{stream}.steady_s"))
-        .map_err(|why| Outcome::missing(why, "—"))?;
+    let steady = super::series::list(env, &format!("{stream}.steady_s"))?;
     let m = Measurement::read(events, 1);
     let calls: Vec<usize> = (0..m.steps.len()).filter(|&k| m.steps[k].whole()).collect();
     let windows = m.windows();
@@ -129,10 +126,7 @@ pub fn evaluate(spec: &PerCallSpec, env: &Env) -> Outcome {
     for name in names {
         let found = match judge(name, spec, env) {
             Ok(f) => f,
-            Err(mut o) => {
-                o.bound = bound;
-                return o;
-            }
+            Err(why) => return Outcome::missing(why, bound),
         };
         let short = name.rsplit('.').next().unwrap_or(name);
         measured.push(if many {
