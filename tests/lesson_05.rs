@@ -164,6 +164,142 @@ fn break_even_check_without_cases_fails() {
     assert!(o.why.en.contains("no break_even case"));
 }
 
+#[test]
+fn a_skipped_measured_case_passes_only_when_really_beyond_the_limit() {
+    let skipped = |e: f64, f: f64, c: f64| {
+        Event::new("skipped")
+            .with("eager_step_s", e)
+            .with("compiled_first_s", f)
+            .with("compiled_step_s", c)
+            .with("max_n", 100_000)
+    };
+    // nearly equal steps: 30 s of compile at 1e-7 s saved per step is 3e8 steps
+    let o = judge_cases(vec![skipped(0.0050001, 30.0, 0.005)]);
+    assert!(o.pass, "{:?}", o.why.en);
+    assert!(o.why.en.contains("not asked"), "{}", o.why.en);
+    // a case within the limit must have been asked: skipping it is not a pass
+    let o = judge_cases(vec![skipped(1.0, 3.0, 0.5)]);
+    assert!(!o.pass);
+    assert!(o.why.en.contains("was skipped although"), "{}", o.why.en);
+}
+
+// -------------------------------------------------------------------- call_windows
+
+/// A `time_calls` trace: `calls + 1` calls, each between two clock reads (`reads[k]`,
+/// `reads[k + 1]` when chained, else a pair per call) with a sync before each read.
+fn timed_calls(durations: &[f64]) -> Vec<Event> {
+    let mut ev = Vec::new();
+    let mut t = 100.0;
+    for (k, d) in durations.iter().enumerate() {
+        ev.push(Event::new("sync"));
+        ev.push(
+            Event::new("timer")
+                .with("clock", "perf_counter")
+                .with("v", t),
+        );
+        ev.push(Event::new("step").with("id", k as i64));
+        ev.push(Event::new("step_done").with("id", k as i64));
+        ev.push(Event::new("sync"));
+        t += d;
+        ev.push(
+            Event::new("timer")
+                .with("clock", "perf_counter")
+                .with("v", t),
+        );
+        t += 0.5; // time between calls, outside every window
+    }
+    ev
+}
+
+fn judge_call_windows(events: Vec<Event>, first: f64, steady: &[f64], calls: usize) -> checks::Outcome {
+    let ex = exercise();
+    let mut ev = Evidence::default();
+    ev.obs.traces.insert("real.eager".into(), events);
+    ev.obs
+        .metrics
+        .insert("real.eager.first_s".into(), json!(first));
+    ev.obs
+        .metrics
+        .insert("real.eager.steady_s".into(), json!(steady));
+    evaluate(
+        &check(&format!(
+            "{{call_windows: {{stream: real.eager, calls: {calls}}}}}"
+        )),
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+    )
+}
+
+#[test]
+fn call_windows_ties_every_number_to_its_window() {
+    // multiples of 1/64: exact in binary, so the rebuilt windows are exact
+    let d = [3.0, 0.015625, 0.03125, 0.015625, 0.046875];
+    let right = judge_call_windows(timed_calls(&d), d[0], &d[1..], 4);
+    assert!(right.pass, "{:?}", right.why.en);
+    assert_eq!(right.measured.en, "matching their window 5/5");
+
+    // the real steady times halved: every one differs from its window, named with both numbers
+    let halved: Vec<f64> = d[1..].iter().map(|x| x / 2.0).collect();
+    let o = judge_call_windows(timed_calls(&d), d[0], &halved, 4);
+    assert!(!o.pass);
+    assert!(
+        o.why.en.contains(
+            "steady_s[0] = 0.007812 s, but your clock reads around call 2 are 0.01562 s apart"
+        ),
+        "{}",
+        o.why.en
+    );
+
+    // one extra call (a warm-up) and a steady list one short of `calls`
+    let o = judge_call_windows(timed_calls(&d), d[0], &d[1..], 5);
+    assert!(!o.pass);
+    assert!(
+        o.why
+            .en
+            .contains("fn was called 5 times; the contract says 1 + calls = 6"),
+        "{}",
+        o.why.en
+    );
+    assert!(
+        o.why
+            .en
+            .contains("steady_s has 4 entries; expected calls = 5"),
+        "{}",
+        o.why.en
+    );
+}
+
+#[test]
+fn call_windows_refuses_a_block_averaged_steady_list() {
+    // first call timed alone, then the 4 later calls in one window, divided
+    let mut ev = timed_calls(&[3.0]);
+    ev.push(
+        Event::new("timer")
+            .with("clock", "perf_counter")
+            .with("v", 200.0),
+    );
+    for k in 1..5 {
+        ev.push(Event::new("step").with("id", k as i64));
+        ev.push(Event::new("step_done").with("id", k as i64));
+    }
+    ev.push(Event::new("sync"));
+    ev.push(
+        Event::new("timer")
+            .with("clock", "perf_counter")
+            .with("v", 200.125),
+    );
+    let o = judge_call_windows(ev, 3.0, &[0.03125; 4], 4);
+    assert!(!o.pass);
+    assert!(
+        o.why.en.contains("call 2 has no timed window of its own"),
+        "{}",
+        o.why.en
+    );
+    assert_eq!(o.measured.en, "matching their window 1/5");
+}
+
 // ------------------------------------------------------------------------ recorded observations
 
 /// Every criterion's (status, why in English) on these observations.
@@ -252,6 +388,10 @@ fn recorded_no_sync_is_named() {
     );
 }
 
+/// Its recording: the `sim`, `break_even` and `real` parts from a grading before lesson 05's
+/// compile watch existed; its `shapes.*` part (the same `compile_for_shapes` as the solution's)
+/// copied from the solution's recording, because re-recording it timed out (900 s) at load 38;
+/// its audit (no finding: `src/driver/audit.py` on the fixture) likewise.
 #[test]
 fn recorded_warmup_before_first_is_named() {
     recorded_fixture(
@@ -300,19 +440,168 @@ fn nanosecond_rounding_passes_and_a_wrong_value_fails() {
     assert_eq!(grade_obs(obs)["steady_after_first"].0, Status::Fail);
 }
 
+/// The recorded solution's `shapes.dynamo` trace, edited by `f`.
+fn with_dynamo(f: impl FnOnce(&mut Vec<Event>)) -> BTreeMap<String, (Status, String)> {
+    let mut obs = recorded("solution");
+    f(obs
+        .traces
+        .get_mut("shapes.dynamo")
+        .expect("a shapes.dynamo trace"));
+    grade_obs(obs)
+}
+
+#[test]
+fn recorded_solution_compiles_one_graph_that_serves_every_shape() {
+    let obs = recorded("solution");
+    let tr = &obs.traces["shapes.dynamo"];
+    let graphs: Vec<&Event> = tr.iter().filter(|e| e.e == "graph").collect();
+    assert_eq!(graphs.len(), 1, "{tr:?}");
+    assert_eq!(graphs[0].field_str("frame"), Some("forward"));
+    assert!(
+        graphs[0].fields["ops"].as_u64().unwrap() > 20,
+        "{:?}",
+        graphs[0]
+    );
+    let calls: Vec<&Event> = tr.iter().filter(|e| e.e == "call").collect();
+    assert_eq!(calls.len(), 4);
+    assert!(calls.iter().all(|e| e.fields["compiled"] == json!(true)));
+}
+
 #[test]
 fn a_recompile_storm_fails_with_the_count() {
-    let mut obs = recorded("solution");
-    set(&mut obs, "shapes.graphs", json!(4));
-    let v = grade_obs(obs.clone());
+    let v = with_dynamo(|tr| {
+        let g = tr.iter().find(|e| e.e == "graph").unwrap().clone();
+        tr.extend([g.clone(), g.clone(), g]);
+    });
     assert_eq!(v["no_recompile_storm"].0, Status::Fail);
     assert!(
-        v["no_recompile_storm"].1.contains("shapes.graphs = 4"),
+        v["no_recompile_storm"]
+            .1
+            .contains("4 `graph` events, expected ∈ [1, 2]"),
         "{}",
         v["no_recompile_storm"].1
     );
-    set(&mut obs, "shapes.graphs", json!(0)); // never compiled at all
-    assert_eq!(grade_obs(obs)["no_recompile_storm"].0, Status::Fail);
+}
+
+#[test]
+fn a_graph_break_fails_however_dynamo_files_it() {
+    // a resume frame (torch 2.13 counts a data-dependent branch under counters["unimplemented"],
+    // not counters["graph_break"]; the grader sees the frame dynamo resumes in)
+    let v = with_dynamo(|tr| {
+        tr.push(
+            Event::new("graph_break")
+                .with("frame", "torch_dynamo_resume_in_forward_at_9")
+                .with("why", "dynamo resumed after a graph break"),
+        )
+    });
+    assert_eq!(v["no_recompile_storm"].0, Status::Fail);
+    assert!(
+        v["no_recompile_storm"]
+            .1
+            .contains("1 `graph_break` events, expected ≤ 0"),
+        "{}",
+        v["no_recompile_storm"].1
+    );
+}
+
+#[test]
+fn eager_calls_fail_whatever_was_compiled() {
+    // the eager model handed back (a forged counter changes nothing the grader reads): no graph,
+    // no compiled region in any call
+    let v = with_dynamo(|tr| tr.retain(|e| e.e != "graph"));
+    assert_eq!(v["no_recompile_storm"].0, Status::Fail);
+    assert!(v["no_recompile_storm"].1.contains("0 `graph` events"));
+    // a graph compiled on the side, but eager code served the calls
+    let v = with_dynamo(|tr| {
+        for e in tr.iter_mut().filter(|e| e.e == "call") {
+            e.fields.insert("compiled".into(), json!(false));
+        }
+    });
+    assert_eq!(v["no_recompile_storm"].0, Status::Fail);
+    assert!(
+        v["no_recompile_storm"]
+            .1
+            .contains("0 `call` events, expected = 4"),
+        "{}",
+        v["no_recompile_storm"].1
+    );
+}
+
+#[test]
+fn a_patched_dynamo_watch_fails() {
+    let mut obs = recorded("solution");
+    set(
+        &mut obs,
+        "shapes.watch",
+        json!("patched in compile_for_shapes()"),
+    );
+    let v = grade_obs(obs);
+    assert_eq!(v["no_recompile_storm"].0, Status::Fail);
+    assert!(v["no_recompile_storm"]
+        .1
+        .contains("patched in compile_for_shapes()"));
+}
+
+#[test]
+fn a_bare_tensor_from_f_fails_shapes_agree() {
+    let mut obs = recorded("solution");
+    set(&mut obs, "shapes.returns", json!("Tensor"));
+    let v = grade_obs(obs);
+    assert_eq!(v["shapes_agree"].0, Status::Fail);
+    assert!(
+        v["shapes_agree"]
+            .1
+            .contains("shapes.returns is Tensor; expected = (Tensor, None)"),
+        "{}",
+        v["shapes_agree"].1
+    );
+}
+
+#[test]
+fn real_numbers_are_tied_to_their_windows() {
+    // the recorded solution's real steady times, halved: each is named against its window
+    let mut obs = recorded("solution");
+    let halved: Vec<f64> = obs.metrics["real.compiled.steady_s"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() / 2.0)
+        .collect();
+    set(&mut obs, "real.compiled.steady_s", json!(halved));
+    let v = grade_obs(obs);
+    assert_eq!(v["real_calls_match_windows"].0, Status::Fail);
+    assert!(
+        v["real_calls_match_windows"]
+            .1
+            .contains("compiled: steady_s[0] = "),
+        "{}",
+        v["real_calls_match_windows"].1
+    );
+}
+
+#[test]
+fn a_measured_case_left_out_when_time_calls_failed() {
+    // the real probe failed (a broken time_calls): break_even_exact judges the hidden cases alone
+    let mut obs = recorded("solution");
+    obs.traces.remove("real.break_even");
+    if let Some(p) = obs.probes.get_mut("real") {
+        *p = serde_json::from_value(
+            json!({"ok": false, "error": "TypeError: boom", "seconds": 1.0}),
+        )
+        .unwrap();
+    }
+    let v = grade_obs(obs);
+    assert_eq!(
+        v["break_even_exact"].0,
+        Status::Pass,
+        "{}",
+        v["break_even_exact"].1
+    );
+    assert!(
+        v["break_even_exact"].1.contains("no measured case"),
+        "{}",
+        v["break_even_exact"].1
+    );
 }
 
 // ------------------------------------------------------------------------ end to end

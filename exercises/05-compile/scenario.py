@@ -11,10 +11,25 @@ from rubrics/05-compile.yaml. Probes:
               arithmetic is exact): ordinary, equality at the boundary, compiled step equal to or
               slower than eager, first call no dearer than eager. Rust computes the answers.
   real        the grader torch.compile()s TinyGPT's forward (inference) and has time_calls()
-              measure eager and compiled; the grader's own clock times the same calls; outputs are
-              saved for the tch reference; break_even() on the measured numbers is one more case.
-  shapes      compile_for_shapes() over seq lens drawn per run: dynamo's counters before/after
-              (graphs compiled, graph breaks) and every output against eager's.
+              measure eager and compiled; every call is a step in the trace (the grader's own
+              clock time of it on its `step_done`), so Rust ties each number time_calls returns
+              to the window the submission's clock reads put around that call; outputs are saved
+              for the tch reference; break_even() on the measured numbers is one more case (asked
+              only when its answer is None or at most `break_even_max_n`).
+  shapes      compile_for_shapes() over seq lens drawn per run. What dynamo compiles is observed,
+              not read from `torch._dynamo.utils.counters` (a dict the submission can write): every
+              frame dynamo finishes compiling reaches `_DynamoWatch` (dynamo's own
+              `log_compilation_event` call) and becomes a `graph` or `graph_break` event at once;
+              a pre-hook on each block of the model handed over counts the blocks run as eager
+              Python (never inside a compiled graph: `torch.compiler.is_compiling()`), so each
+              call of `f` says whether compiled code served it. Outputs (and their structure)
+              against eager's.
+
+Which side computes what (issue 17): the simulated device's truth and the named mistakes are
+recorded by this probe after time_calls() returns; break-even answers are computed in Rust only;
+window durations and their match with time_calls()'s numbers are rebuilt in Rust from the clock
+values the driver recorded; graphs and graph breaks are counted in Rust from the events above;
+the logits' reference is libtorch's (Rust).
 """
 import random
 import signal
@@ -28,6 +43,7 @@ from course import Config, TinyGPT
 _synchronize = torch.cuda.synchronize
 ProbeFailed = Exception  # replaced by the driver's class in run()
 BREAK_EVEN_LIMIT_S = 5.0  # one break_even() call may take this long (a loop that never ends)
+RESUME = "torch_dynamo_resume_in_"  # dynamo's name for the frame it resumes in after a graph break
 UNIT = 2.0 ** -10  # hidden break-even values are whole multiples of this (exact in binary)
 
 
@@ -35,15 +51,67 @@ class _Hang(Exception):
     pass
 
 
-def _dynamo_counts():
-    """Graphs compiled, frames compiled and graph breaks so far (torch._dynamo's own counters)."""
-    from torch._dynamo.utils import counters
+class _DynamoWatch:
+    """What dynamo compiles, as the grader observes it (not `torch._dynamo.utils.counters`).
 
-    return {
-        "graphs": int(counters["stats"]["unique_graphs"]),
-        "frames": int(counters["frames"]["ok"]),
-        "graph_breaks": int(sum(counters["graph_break"].values())),
-    }
+    Dynamo calls `torch._dynamo.utils.log_compilation_event(metrics)` once for every frame it has
+    finished compiling (with `config.log_compilation_metrics`, on by default). The watch wraps that
+    call and turns each frame, while the `shapes` probe runs, into an event of its trace at once:
+      graph       {frame, ops, id}   a frame compiled into a graph (`ops` > 0, code installed)
+      graph_break {frame, why, id}   a frame dynamo resumed in after a graph break
+                                     (`torch_dynamo_resume_in_*`), or one it failed to compile
+      frame       {frame, id}        a frame analysed without a graph (nothing to compile)
+    `intact()` says whether the wrap and the config flag are still in place (checked around every
+    call into the submission during `shapes`). Installed by `before_submission`, before the
+    submission is imported; the driver's watch then also guards the module global holding it."""
+
+    def __init__(self, ctx):
+        import torch._dynamo.config as dynamo_config
+        import torch._dynamo.utils as dynamo_utils
+
+        self.ctx = ctx
+        self.utils, self.config = dynamo_utils, dynamo_config
+        real = dynamo_utils.log_compilation_event
+
+        def log_compilation_event(metrics, _real=real, _see=self.see):
+            try:
+                _see(metrics)
+            finally:
+                return _real(metrics)
+
+        dynamo_utils.log_compilation_event = self.hook = log_compilation_event
+        dynamo_config.log_compilation_metrics = True
+
+    def see(self, m):
+        ctx = self.ctx  # events go to the active trace (the rubric reads `shapes.dynamo`)
+        frame = str(getattr(m, "co_name", None) or "?")[:120]
+        cid = str(getattr(m, "compile_id", None) or "?")
+        fail = getattr(m, "fail_type", None)
+        ops = int(getattr(m, "graph_op_count", None) or 0)
+        if fail:
+            why = f"{fail}: {getattr(m, 'fail_reason', '') or ''}".strip().splitlines()[0][:160]
+            ctx.event("graph_break", frame=frame, why=why, id=cid)
+        elif frame.startswith(RESUME):
+            ctx.event("graph_break", frame=frame, why="dynamo resumed after a graph break", id=cid)
+        elif getattr(m, "has_guarded_code", False) and ops > 0:
+            ctx.event("graph", frame=frame, ops=ops, id=cid)
+        else:
+            ctx.event("frame", frame=frame, id=cid)
+
+    def intact(self):
+        return self.utils.log_compilation_event is self.hook and self.config.log_compilation_metrics is True
+
+
+def _structure(out):
+    """What a call returned, as a short type sketch: `(Tensor, None)`, `Tensor`, `dict`."""
+    if isinstance(out, torch.Tensor):
+        return "Tensor"
+    if out is None:
+        return "None"
+    if isinstance(out, (tuple, list)) and len(out) <= 4:
+        inner = ", ".join(_structure(o) for o in out)
+        return f"({inner})" if isinstance(out, tuple) else f"[{inner}]"
+    return type(out).__name__
 
 
 class Lesson:
@@ -79,21 +147,21 @@ class Lesson:
         if self.device.type == "cuda":
             _synchronize()
 
-    @staticmethod
-    def timings(result, what):
-        """`(first_s, steady_s)` from time_calls()'s result, or ProbeFailed saying what came back."""
+    def timings(self, result, what):
+        """`(first_s, steady_s)` from time_calls()'s result (any real number type, README), or
+        ProbeFailed saying what came back."""
+        number = self.ctx.lib.number
         if not isinstance(result, dict) or "first_s" not in result or "steady_s" not in result:
-            got = f"a dict with keys {sorted(result)}" if isinstance(result, dict) else type(result).__name__
+            got = f"a dict with keys {sorted(map(str, result))}" if isinstance(result, dict) else type(result).__name__
             raise ProbeFailed(f"{what} must return {{'first_s': float, 'steady_s': [float, ...]}}; got {got}")
         first, steady = result["first_s"], result["steady_s"]
+        if isinstance(steady, (str, bytes, dict)) or not hasattr(steady, "__iter__"):
+            raise ProbeFailed(f"{what}: steady_s must be a list of numbers; got {type(steady).__name__}")
         try:
-            first = float(first)
-            steady = [float(s) for s in steady]
-        except (TypeError, ValueError):
-            raise ProbeFailed(
-                f"{what}: first_s must be a number and steady_s a list of numbers; got "
-                f"{type(first).__name__} and {type(steady).__name__}"
-            ) from None
+            first = number(first, what="first_s")
+            steady = [number(s, what=f"steady_s[{i}]") for i, s in enumerate(steady)]
+        except TypeError as e:  # lib.NotANumber
+            raise ProbeFailed(f"{what}: {e}") from None
         return first, steady
 
     def ask_break_even(self, fn, eager, first, step):
@@ -115,9 +183,10 @@ class Lesson:
             signal.signal(signal.SIGALRM, old)
         if out is None:
             return None
-        if isinstance(out, bool) or not hasattr(out, "__index__"):
-            return f"{out!r} ({type(out).__name__}, not an int)"[:200]
-        return int(out.__index__())
+        try:
+            return self.ctx.lib.number(out, integral=True, what="the answer")
+        except TypeError as e:  # lib.NotANumber: not an integral number
+            return f"{out!r} ({e})"[:200]
 
     def case(self, fn, eager, first, step):
         return {
@@ -199,56 +268,69 @@ class Lesson:
         r.shuffle(cases)
         self.ctx.traces["break_even.hidden"] = [self.case(be, *c) for c in cases]
 
+    def measure(self, time_calls, name, m, calls):
+        """time_calls() over `m`: each call a step of trace `real.<name>`, with the grader's own
+        clock time of it on its `step_done` (`grader_s`). Returns `(first_s, step_s)`."""
+        ctx = self.ctx
+        made = [0]
+        last = []  # the latest call's output (the submission's, not an answer)
+
+        def fn(x):
+            k = made[0]
+            made[0] += 1
+            ctx.event("step", id=k)
+            t0 = ctx.clock()
+            with torch.no_grad():
+                out = m(x)
+            self.sync()
+            took = ctx.clock() - t0
+            ctx.event("step_done", id=k, grader_s=took)
+            if k == 0:
+                ctx.metric(f"real.{name}.grader_first_s", took)
+            last[:] = [out]
+            return out
+
+        def sync():
+            ctx.event("sync")
+            self.sync()
+
+        ctx.trace = trace = []
+        try:
+            result = time_calls(fn, self.idx.clone(), sync=sync, calls=calls)
+        finally:
+            ctx.trace = None
+            ctx.traces[f"real.{name}"] = trace
+            ctx.metric(f"real.{name}.calls_made", made[0])
+        first, steady = self.timings(result, f"time_calls({name} model, x, sync=sync, calls={calls})")
+        if not steady or not made[0]:
+            raise ProbeFailed(f"time_calls({name} model, ...) returned no steady-state times")
+        step = statistics.median(steady)
+        ctx.metric(f"real.{name}.first_s", first)
+        ctx.metric(f"real.{name}.steady_s", steady)
+        ctx.metric(f"real.{name}.step_s", step)
+        if last:
+            out = last[0]
+            ctx.save_tensor(f"real/{name}/logits", out[0] if isinstance(out, tuple) else out)
+        return first, step
+
     def real(self):
         time_calls = self.need("time_calls")
-        be = self.need("break_even")
         ctx = self.ctx
         calls = int(ctx.params["calls"])
         model = self.model()
-        variants = (("eager", model), ("compiled", torch.compile(model)))
-        measured = {}
-        for name, m in variants:
-            grader = []  # the grader's own clock around each call (a sanity cross-check)
-            last = {}
-            k = [0]
-
-            def fn(x, m=m, grader=grader, last=last, k=k):
-                ctx.event("step", id=k[0])
-                t0 = ctx.clock()
-                with torch.no_grad():
-                    out = m(x)
-                self.sync()
-                grader.append(ctx.clock() - t0)
-                ctx.event("step_done", id=k[0])
-                k[0] += 1
-                last["logits"] = out[0] if isinstance(out, tuple) else out
-                return out
-
-            def sync():
-                ctx.event("sync")
-                self.sync()
-
-            ctx.trace = trace = []
-            try:
-                result = time_calls(fn, self.idx.clone(), sync=sync, calls=calls)
-            finally:
-                ctx.trace = None
-                ctx.traces[f"real.{name}"] = trace
-            first, steady = self.timings(result, f"time_calls({name} model, x, sync=sync, calls={calls})")
-            if not steady or not grader:
-                raise ProbeFailed(f"time_calls({name} model, ...) returned no steady-state times")
-            step = statistics.median(steady)
-            measured[name] = (first, step)
-            ctx.metric(f"real.{name}.first_s", first)
-            ctx.metric(f"real.{name}.steady_s", steady)
-            ctx.metric(f"real.{name}.step_s", step)
-            ctx.metric(f"real.{name}.grader_first_s", grader[0])
-            ctx.metric(f"real.{name}.grader_step_s", statistics.median(grader[1:] or grader))
-            ctx.metric(f"real.{name}.calls_made", len(grader))
-            if "logits" in last:
-                ctx.save_tensor(f"real/{name}/logits", last["logits"])
-        (eager_first, eager_step), (compiled_first, compiled_step) = measured["eager"], measured["compiled"]
-        ctx.traces["real.break_even"] = [self.case(be, eager_step, compiled_first, compiled_step)]
+        eager_first, eager_step = self.measure(time_calls, "eager", model, calls)
+        compiled_first, compiled_step = self.measure(time_calls, "compiled", torch.compile(model), calls)
+        be = self.need("break_even")
+        e, f, c = eager_step, compiled_first, compiled_step
+        limit = int(ctx.params["break_even_max_n"])
+        # Asked only when a count-up loop from 1 ends soon: the answer is 1, None, or at most
+        # `limit` steps (README). Nearly equal steps would need millions (a fair loop, too slow).
+        if f <= e or c >= e or f - c <= limit * (e - c):
+            ctx.traces["real.break_even"] = [self.case(be, e, f, c)]
+        else:
+            ctx.traces["real.break_even"] = [
+                {"e": "skipped", "eager_step_s": e, "compiled_first_s": f, "compiled_step_s": c, "max_n": limit}
+            ]
 
     def shapes(self):
         compile_for_shapes = self.need("compile_for_shapes")
@@ -262,26 +344,68 @@ class Lesson:
         shapes = [(batch, t) for t in lens]
         ctx.metric("shapes.seq_lens", lens)
         eager = self.model()
-        before = _dynamo_counts()
-        fn = compile_for_shapes(self.model(), list(shapes))
-        if not callable(fn):
-            raise ProbeFailed(f"compile_for_shapes() returned {type(fn).__name__}, not a callable")
-        for b, t in shapes:
-            x = self.idx[:b, :t].contiguous()
-            with torch.no_grad():
-                out = fn(x)
-                ref = eager(x)[0]
-            got = out[0] if isinstance(out, (tuple, list)) else out
-            if not isinstance(got, torch.Tensor):
-                raise ProbeFailed(
-                    f"compile_for_shapes(...)(x) returned {type(out).__name__}; expected what the model "
-                    "returns: (logits, None)"
-                )
-            ctx.save_tensor(f"shapes/compiled/T{t}", got)
-            ctx.save_tensor(f"shapes/eager/T{t}", ref)
-        after = _dynamo_counts()
-        for key in after:
-            ctx.metric(f"shapes.{key}", after[key] - before[key])
+        handed = self.model()
+        # Which calls ran the model's blocks as eager Python: a pre-hook on each block counts a
+        # run unless dynamo is tracing it (inside a compiled graph the branch is dead code, so
+        # compiled code never counts; a block run eagerly always does).
+        eager_runs = [0]
+
+        def ran_eager(_module, _args):
+            if not torch.compiler.is_compiling():
+                eager_runs[0] += 1
+
+        for block in handed.blocks:
+            block.register_forward_pre_hook(ran_eager)
+        watch = self.watch
+        patched = []
+
+        def check(when):
+            if not watch.intact() and not patched:
+                patched.append(when)
+
+        returned = []
+        ctx.trace = trace = []  # dynamo's compile events and one `call` per shape, as observed
+        try:
+            check("before compile_for_shapes()")
+            fn = compile_for_shapes(handed, list(shapes))
+            check("in compile_for_shapes()")
+            if not callable(fn):
+                raise ProbeFailed(f"compile_for_shapes() returned {type(fn).__name__}, not a callable")
+            for b, t in shapes:
+                x = self.idx[:b, :t].contiguous()
+                before = eager_runs[0]
+                with torch.no_grad():  # the contract: f runs under torch.no_grad(), like the model
+                    out = fn(x)
+                    check(f"in f(idx) for seq_len {t}")
+                    ref = eager(x)
+                ran = eager_runs[0] - before
+                ctx.event("call", seq_len=t, compiled=ran == 0, eager_blocks=ran)
+                returned.append(_structure(out))
+                got = out[0] if isinstance(out, (tuple, list)) and out else out
+                if not isinstance(got, torch.Tensor):
+                    raise ProbeFailed(
+                        f"compile_for_shapes(...)(x) returned {_structure(out)}; expected what the model "
+                        "returns: (logits, None)"
+                    )
+                ctx.save_tensor(f"shapes/compiled/T{t}", got)
+                ctx.save_tensor(f"shapes/eager/T{t}", ref[0])
+            ctx.trace = None
+            ctx.traces["shapes.dynamo"] = trace  # named only when every shape was served
+        finally:
+            ctx.trace = None
+            if returned:
+                odd = [r for r in returned if r != "(Tensor, None)"]
+                ctx.metric("shapes.returns", odd[0] if odd else returned[0])
+            ctx.metric("shapes.watch", f"patched {patched[0]}" if patched else "intact")
+
+
+_DYNAMO_WATCH = None
+
+
+def before_submission(ctx):
+    """Before the submission is imported: watch what dynamo compiles (an instrument, no answer)."""
+    global _DYNAMO_WATCH
+    _DYNAMO_WATCH = _DynamoWatch(ctx)
 
 
 def run(ctx):
@@ -291,6 +415,7 @@ def run(ctx):
 
     inductor_config.compile_threads = 1  # compile in this process: one CPU thread, no worker pool
     lesson = Lesson(ctx)
+    lesson.watch = _DYNAMO_WATCH or _DynamoWatch(ctx)  # (a driver without the hook: install now)
     for name in ("sim", "break_even", "real", "shapes"):
         with ctx.probe(name):
             getattr(lesson, name)()

@@ -1,7 +1,10 @@
 //! `break_even`: the grader computes, in Rust, the answer to each break-even case the scenario
 //! recorded and compares it with the submission's (lesson 05). A case is a `case` event with
 //! `eager_step_s`, `compiled_first_s`, `compiled_step_s` and `answer` (an integer, `null` for
-//! None, or a string saying what came back instead: another type, an exception, a hang).
+//! None, or a string saying what came back instead: another type, an exception, a hang). A
+//! `skipped` event is a case the scenario did not ask (lesson 05's measured case when its answer
+//! exceeds `max_n` steps: README); it counts as neither right nor wrong, once Rust confirms the
+//! answer really is beyond `max_n`.
 use super::{fmt_num, Env, Outcome};
 use crate::spec::rubric::BreakEvenSpec;
 use crate::text;
@@ -69,13 +72,44 @@ pub fn evaluate(spec: &BreakEvenSpec, env: &Env) -> Outcome {
         "every case equals the grader's answer"
     );
     let mut total = 0usize;
+    let mut skipped = Vec::new();
     let mut wrong_zh = Vec::new();
     let mut wrong_en = Vec::new();
-    for name in spec.stream.names() {
+    let mut left_out: Option<(String, String)> = None;
+    let names = spec.stream.names().into_iter().map(|n| (n, false));
+    for (name, measured) in names.chain(spec.measured.as_deref().map(|n| (n, true))) {
         let events = match env.evidence.trace(name) {
             Ok(ev) => ev,
+            Err(why) if measured && why.probe.is_some() => {
+                left_out = Some((
+                    format!("（实测用例没有生成：{}）", why.why.zh),
+                    format!(" (no measured case: {})", why.why.en),
+                ));
+                continue;
+            }
             Err(why) => return Outcome::missing(why, bound),
         };
+        for e in events.iter().filter(|e| e.e == "skipped") {
+            let n = match (
+                num(e, "eager_step_s"),
+                num(e, "compiled_first_s"),
+                num(e, "compiled_step_s"),
+            ) {
+                (Some(eager), Some(first), Some(step)) => break_even(eager, first, step),
+                _ => None,
+            };
+            let max_n = num(e, "max_n").unwrap_or(f64::INFINITY);
+            match n {
+                Some(n) if n as f64 > max_n => skipped.push(n),
+                _ => {
+                    // the scenario skipped a case it should have asked: the grader's fault, said
+                    wrong_zh.push(format!("{name} 的用例被跳过，但答案并不超过 {max_n} 步"));
+                    wrong_en.push(format!(
+                        "a case of {name} was skipped although its answer is within {max_n} steps"
+                    ));
+                }
+            }
+        }
         for e in events.iter().filter(|e| e.e == "case") {
             total += 1;
             let (Some(eager), Some(first), Some(step)) = (
@@ -121,7 +155,19 @@ pub fn evaluate(spec: &BreakEvenSpec, env: &Env) -> Outcome {
             ));
         }
     }
-    if total == 0 {
+    if total == 0 && wrong_en.is_empty() && !skipped.is_empty() {
+        let n = fmt_num(skipped[0] as f64);
+        return Outcome::new(
+            true,
+            text!("未询问", "not asked"),
+            bound,
+            text!(
+                format!("实测的两种步长几乎相等：回本要 {n} 步，超出契约的上限，这个用例不询问（README）"),
+                format!("the measured step times are nearly equal: breaking even takes {n} steps, beyond the contract's limit, so this case is not asked (README)")
+            ),
+        );
+    }
+    if total == 0 && wrong_en.is_empty() {
         return Outcome::missing(
             text!(
                 "没有记录到 break_even 用例",
@@ -132,17 +178,25 @@ pub fn evaluate(spec: &BreakEvenSpec, env: &Env) -> Outcome {
     }
     let bad = wrong_en.len();
     let measured = text!(
-        format!("{}/{total} 个用例正确", total - bad),
-        format!("{}/{total} cases right", total - bad)
+        format!("{}/{total} 个用例正确", total.saturating_sub(bad)),
+        format!("{}/{total} cases right", total.saturating_sub(bad))
     );
     if bad == 0 {
+        let (note_zh, note_en) = left_out.unwrap_or_default();
+        let (skip_zh, skip_en) = match skipped.first() {
+            Some(&n) => (
+                format!("；实测用例要 {} 步才回本，超出上限，未询问（README）", fmt_num(n as f64)),
+                format!("; the measured case needs {} steps, beyond the limit, so it was not asked (README)", fmt_num(n as f64)),
+            ),
+            None => (String::new(), String::new()),
+        };
         return Outcome::new(
             true,
             measured,
             bound,
             text!(
-                format!("全部 {total} 个用例都等于评分器在 Rust 中算出的答案"),
-                format!("all {total} cases equal the answer the grader computed in Rust")
+                format!("全部 {total} 个用例都等于评分器在 Rust 中算出的答案{note_zh}{skip_zh}"),
+                format!("all {total} cases equal the answer the grader computed in Rust{note_en}{skip_en}")
             ),
         );
     }

@@ -7,6 +7,7 @@ pub mod close;
 pub mod growth;
 pub mod ledger;
 pub mod profiler;
+pub mod call_windows;
 pub mod range;
 pub mod ranking;
 pub mod ratio;
@@ -121,6 +122,7 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Stats(s) => stats::evaluate(s, env),
         Check::StepTime(s) => step_time::evaluate(s, env),
         Check::BreakEven(b) => break_even::evaluate(b, env),
+        Check::CallWindows(p) => call_windows::evaluate(p, env),
         Check::All(checks) => {
             let outs: Vec<Outcome> = checks.iter().map(|c| evaluate(c, env)).collect();
             let failed: Vec<&Outcome> = outs.iter().filter(|o| !o.pass).collect();

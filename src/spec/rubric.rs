@@ -66,6 +66,8 @@ pub enum Check {
     Stats(StatsSpec),
     /// Break-even answers equal the grader's own computation, case by case (lesson 05).
     BreakEven(BreakEvenSpec),
+    /// Each number of a per-call timer is its own call's timed window (lesson 05).
+    CallWindows(CallWindowsSpec),
     /// Memory ledger rows equal the grader's, entry by entry, to the byte (lesson 03).
     Ledger(LedgerSpec),
     /// A growth law answered for one axis of a sweep equals the one the grader's rows follow.
@@ -113,6 +115,22 @@ pub struct AuditSpec {}
 #[serde(deny_unknown_fields)]
 pub struct BreakEvenSpec {
     pub stream: Streams,
+    /// A trace of cases made of the submission's own measurements (lesson 05: `real.break_even`):
+    /// judged like `stream` when it is there; when the probe that makes it failed, noted and
+    /// left out, so a broken timer never fails the break-even criterion (issue 18).
+    #[serde(default)]
+    pub measured: Option<String>,
+}
+
+/// `call_windows`: for each stream S, `S.first_s` and every `S.steady_s[i]` equal the windows the
+/// submission's clock reads put around call 0 and call i + 1; with `calls`, 1 + calls calls were
+/// made and `steady_s` holds `calls` numbers. See `checks/call_windows.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallWindowsSpec {
+    pub stream: Streams,
+    #[serde(default)]
+    pub calls: Option<Operand>,
 }
 
 /// `series`: the list metric `actual` equals the list metric `expected` (relative tolerance);
@@ -522,8 +540,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             match (&t.count, &t.each, t.expect) {
                 (Some(kind), None, None) => {
                     // lesson 06 adds its read-back instrument's events (lib.py HostReads), the
-                    // model's `forward {grad}` and count_syncs()'s `call`
-                    const KINDS: [&str; 10] = [
+                    // model's `forward {grad}` and count_syncs()'s `call`; lesson 05's dynamo
+                    // watch `graph` and `graph_break` (and its own `call`)
+                    const KINDS: [&str; 12] = [
                         "ckpt",
                         "sync",
                         "timer",
@@ -533,6 +552,8 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                         "factory",
                         "kept_graph",
                         "forward",
+                        "graph",
+                        "graph_break",
                         "call",
                     ];
                     if !KINDS.contains(&kind.as_str()) {
@@ -653,6 +674,12 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             }
             if s.runs.as_ref().is_some_and(Vec::is_empty) {
                 return Err("runs: list at least one metric prefix (or leave runs out)".into());
+            }
+            Ok(())
+        }
+        Check::CallWindows(p) => {
+            if p.stream.names().is_empty() {
+                return Err("stream: name at least one trace".into());
             }
             Ok(())
         }

@@ -1,0 +1,172 @@
+//! `call_windows`: the numbers a per-call timer returned (lesson 05's `time_calls`: `first_s` for the
+//! first call, `steady_s` for each later one) are the windows its own clock reads put around each
+//! call, rebuilt from the values the driver recorded (`measurement.rs`), and the calls made are
+//! `1 + calls`. Nothing here depends on how fast the machine was: a reported number either is the
+//! duration between two recorded clock reads around its call, or it is not.
+use super::{fmt_num, Env, Outcome};
+use crate::measurement::{close_to, Measurement};
+use crate::observations::Absent;
+use crate::spec::rubric::CallWindowsSpec;
+use crate::text;
+
+/// What one stream shows: calls matched, calls made, problems (zh, en).
+struct Found {
+    matched: usize,
+    made: usize,
+    bad: Vec<(String, String)>,
+}
+
+fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absent> {
+    let events = env.evidence.trace(stream)?;
+    // `S.first_s`: a number, or a one-element list (the simulated device's form)
+    let key = format!("{stream}.first_s");
+    let first = match env.evidence.number(&key) {
+        Ok(x) => x,
+        Err(why) => match super::series::list(env, &key).as_deref() {
+            Ok([x]) => *x,
+            _ => return Err(why),
+        },
+    };
+    let steady = super::series::list(env, &format!("{stream}.steady_s"))?;
+    let m = Measurement::read(events, 1);
+    let calls: Vec<usize> = (0..m.steps.len()).filter(|&k| m.steps[k].whole()).collect();
+    let windows = m.windows();
+    let mut bad = Vec::new();
+    if let Some(want) = env.resolve(&spec.calls) {
+        let want = want as usize;
+        if calls.len() != want + 1 {
+            bad.push((
+                format!(
+                    "fn 被调用 {} 次，应为 1 + calls = {}",
+                    calls.len(),
+                    want + 1
+                ),
+                format!(
+                    "fn was called {} times; the contract says 1 + calls = {}",
+                    calls.len(),
+                    want + 1
+                ),
+            ));
+        }
+        if steady.len() != want {
+            bad.push((
+                format!("steady_s 有 {} 项，应为 calls = {want}", steady.len()),
+                format!(
+                    "steady_s has {} entries; expected calls = {want}",
+                    steady.len()
+                ),
+            ));
+        }
+    }
+    let mut matched = 0;
+    for (j, &k) in calls.iter().enumerate() {
+        let (name, reported) = match j {
+            0 => ("first_s".to_string(), Some(first)),
+            _ => (format!("steady_s[{}]", j - 1), steady.get(j - 1).copied()),
+        };
+        let Some(reported) = reported else { continue };
+        let own: Vec<f64> = windows
+            .iter()
+            .filter(|iv| iv.steps == [k])
+            .filter_map(|iv| iv.duration)
+            .collect();
+        if own.iter().any(|&d| close_to(reported, d, d)) {
+            matched += 1;
+            continue;
+        }
+        if bad.len() >= 4 {
+            continue;
+        }
+        bad.push(match own.first() {
+            None => (
+                format!(
+                    "第 {} 次调用没有只包含它自己的计时窗口（{name} = {} s 从哪里来？）",
+                    j + 1,
+                    fmt_num(reported)
+                ),
+                format!(
+                    "call {} has no timed window of its own (where does {name} = {} s come from?)",
+                    j + 1,
+                    fmt_num(reported)
+                ),
+            ),
+            Some(&d) => (
+                format!(
+                    "{name} = {} s，但你的时钟读数在第 {} 次调用前后相差 {} s",
+                    fmt_num(reported),
+                    j + 1,
+                    fmt_num(d)
+                ),
+                format!(
+                    "{name} = {} s, but your clock reads around call {} are {} s apart",
+                    fmt_num(reported),
+                    j + 1,
+                    fmt_num(d)
+                ),
+            ),
+        });
+    }
+    Ok(Found {
+        matched,
+        made: calls.len(),
+        bad,
+    })
+}
+
+pub fn evaluate(spec: &CallWindowsSpec, env: &Env) -> Outcome {
+    let bound = text!(
+        "每个数值 = 它那次调用的计时窗口；调用 1 + calls 次",
+        "each number = its call's timed window; 1 + calls calls"
+    );
+    let names = spec.stream.names();
+    let many = names.len() > 1;
+    let mut measured = Vec::new();
+    let mut bad_zh = Vec::new();
+    let mut bad_en = Vec::new();
+    for name in names {
+        let found = match judge(name, spec, env) {
+            Ok(f) => f,
+            Err(why) => return Outcome::missing(why, bound),
+        };
+        let short = name.rsplit('.').next().unwrap_or(name);
+        measured.push(if many {
+            format!("{short}: {}/{}", found.matched, found.made)
+        } else {
+            format!("{}/{}", found.matched, found.made)
+        });
+        for (zh, en) in found.bad {
+            bad_zh.push(if many { format!("{short}：{zh}") } else { zh });
+            bad_en.push(if many { format!("{short}: {en}") } else { en });
+        }
+    }
+    let measured = text!(
+        format!("与窗口相符 {}", measured.join(", ")),
+        format!("matching their window {}", measured.join(", "))
+    );
+    if bad_en.is_empty() {
+        return Outcome::new(
+            true,
+            measured,
+            bound,
+            text!(
+                "每个返回的数值都是你的时钟读数在那次调用前后的差（由评分器记录的读数重建）",
+                "every number returned is the time between your clock reads around that call (rebuilt from the reads the grader recorded)"
+            ),
+        );
+    }
+    Outcome::new(
+        false,
+        measured,
+        bound,
+        text!(
+            format!(
+                "{}。每个数值都应是它那一次调用单独的计时窗口",
+                bad_zh.join("；")
+            ),
+            format!(
+                "{}. Each number must be the timed window of its own call",
+                bad_en.join("; ")
+            )
+        ),
+    )
+}
