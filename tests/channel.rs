@@ -131,7 +131,7 @@ fn a_forged_header_or_nonce_is_refused() {
     let (err, _) = parse(b"GRADE-RESULTS 2 0123abcd\nX 1\nz", NONCE).unwrap_err();
     assert!(en(err).contains("record header"));
     // what arrived before the tampering: the audit is still reported
-    let mut b = stream(
+    let b = stream(
         &[
             r#"["audit",[]]"#,
             r#"["metric","a",1]"#,
