@@ -292,6 +292,19 @@ pub struct GrowthSpec {
     pub axis: String,
     pub group_by: String,
     pub answer: String,
+    /// Whose sweep `rows` is (names it in the reason): the grader's (default) or the student's
+    /// own, so an answer copied from the hints fails when the student's own rows disagree.
+    #[serde(default)]
+    pub whose: Whose,
+}
+
+/// Who made a set of rows.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Whose {
+    #[default]
+    Grader,
+    Student,
 }
 
 /// `ranking`: traces of `{e: op, name, ...}` rows, best first; see `checks/ranking.rs`.
