@@ -124,6 +124,26 @@ fn the_shape_is_drawn_from_the_seed() {
 }
 
 #[test]
+fn a_bad_model_draw_is_a_spec_error() {
+    // every drawn shape must be a valid model: a d_model some n_heads does not divide is refused
+    // at load time, with the line
+    let dir = std::env::temp_dir()
+        .join(format!("grade-lesson03-draw-{}", std::process::id()))
+        .join(ID);
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = std::fs::read_to_string(root().join("exercises").join(ID).join("exercise.yaml"))
+        .unwrap()
+        .replace("d_model: [48, 64, 80]", "d_model: [48, 64, 90]");
+    std::fs::write(dir.join("exercise.yaml"), yaml).unwrap();
+    let err = Exercise::load(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("d_model 90 is not divisible by n_heads 4"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
+}
+
+#[test]
 fn rust_truths_equal_what_python_measured() {
     // the solution's Python ledgers (recorded) agree with the Rust truths for the drawn shape:
     // two independent accounts
@@ -477,6 +497,13 @@ fn growth_needs_agreeing_groups() {
 
 #[test]
 fn empty_cache_calls_fail() {
+    // an empty_cache event sent during a probe fails, whatever the driver's counter says (the
+    // submission could reset that counter; the events left the process when they happened)
+    let mut obs = recorded("solution");
+    assert!(obs.traces["ledger.calls"].iter().any(|e| e.e == "step"));
+    rows_mut(&mut obs, "sweep.calls").push(grade::observations::Event::new("empty_cache"));
+    assert_eq!(failing(&grade_obs(obs)), ["no_empty_cache"]);
+    // and the counter alone (it also sees calls made at import, outside any probe)
     let mut obs = recorded("solution");
     obs.metrics.insert("calls.empty_cache".into(), json!(3));
     assert_eq!(failing(&grade_obs(obs)), ["no_empty_cache"]);

@@ -30,6 +30,8 @@ Probes:
 Traces (one event per ledger row: batch, seq_len, optimizer and the entries; an entry that is not a
 number is left out and its `<entry>_error` says why):
   ledger.{adam,sgd}, grader.{adam,sgd}, sweep.student, sweep.grader
+Event traces {ledger,sweep,growth}.calls: what happened during each probe (`empty_cache` calls, the
+grader's `step` / `fwd_end` / `step_done` events), sent as it happens.
 Metrics: ledger.{adam,adam_again,sgd}.<entry>, ledger.{adam,adam_again,sgd}.backwards,
 ledger.{adam,adam_again}.adam_step, grader.{adam,sgd}.{activations,peak}, growth.{batch,seq_len},
 calls.empty_cache (torch.cuda.empty_cache() calls while the submission ran, counted on CPU too).
@@ -331,5 +333,11 @@ def run(ctx):
     probes = (("ledger", lesson.ledgers), ("sweep", lesson.sweep), ("growth", lesson.growth))
     for name, method in probes:
         with ctx.probe(name):  # probe names = the first segment of what they record
-            method()
-    ctx.metric("calls.empty_cache", ctx.empty_cache_calls)  # the submission's own calls (driver.py)
+            # the probe's events (empty_cache calls, the grader's step events) leave as they
+            # happen: no_empty_cache counts them there, not in a counter the submission can reset
+            ctx.trace = trace = []
+            try:
+                method()
+            finally:
+                ctx.traces[f"{name}.calls"] = trace
+    ctx.metric("calls.empty_cache", ctx.empty_cache_calls)  # the driver's counter (shown only)

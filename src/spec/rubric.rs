@@ -214,7 +214,7 @@ impl Streams {
 pub struct TraceSpec {
     /// The trace(s): `compare.run1`, or `[compare.run1, compare.run2]`.
     pub stream: Streams,
-    /// Count events of this kind (`ckpt`, `sync`, `timer`, `step`, `step_done`) ...
+    /// Count events of this kind (`ckpt`, `sync`, `timer`, `step`, `step_done`, `empty_cache`) ...
     #[serde(default)]
     pub count: Option<String>,
     /// ... or hold this numeric field of every selected event within the bounds ...
@@ -471,7 +471,8 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             };
             match (&t.count, &t.each, t.expect) {
                 (Some(kind), None, None) => {
-                    const KINDS: [&str; 5] = ["ckpt", "sync", "timer", "step", "step_done"];
+                    const KINDS: [&str; 6] =
+                        ["ckpt", "sync", "timer", "step", "step_done", "empty_cache"];
                     if !KINDS.contains(&kind.as_str()) {
                         return Err(format!(
                             "count: unknown event `{kind}`; allowed: {}",
