@@ -133,7 +133,7 @@ fn a_bad_model_draw_is_a_spec_error() {
     std::fs::create_dir_all(&dir).unwrap();
     let yaml = std::fs::read_to_string(root().join("exercises").join(ID).join("exercise.yaml"))
         .unwrap()
-        .replace("d_model: [48, 64, 80]", "d_model: [48, 64, 90]");
+        .replace("d_model: [48, 64, 72]", "d_model: [48, 64, 90]");
     std::fs::write(dir.join("exercise.yaml"), yaml).unwrap();
     let err = Exercise::load(&dir).unwrap_err().to_string();
     assert!(
@@ -407,6 +407,15 @@ fn growth_is_judged_on_the_students_own_sweep_too() {
 }
 
 #[test]
+fn growth_needs_a_sweep_of_ones_own() {
+    // no rows of one's own (sweep() returned []): an answer copied from the hints fails
+    let mut obs = recorded("solution");
+    rows_mut(&mut obs, "sweep.student").clear();
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["sweep_matches", "growth_laws"]);
+}
+
+#[test]
 fn optimizer_state_truth_follows_the_optimizer() {
     // Adam's state (with `step`) reported for the SGD case is wrong, and vice versa
     let cfg = recorded_exercise().model;
@@ -440,8 +449,9 @@ fn sweep_rows_must_cover_the_grid_once() {
     extra.fields.insert("batch".into(), json!(99));
     rows.push(extra); // and one off the grid
     let vs = grade_obs(obs);
-    // growth_laws reads the law off the student's own rows too, which no longer decide it
-    assert_eq!(failing(&vs), ["sweep_matches", "growth_laws"]);
+    // growth_laws also reads the law off the student's own rows: these decide none (the extra
+    // row breaks the polynomial), which contradicts nothing
+    assert_eq!(failing(&vs), ["sweep_matches"]);
     let why = &verdict(&vs, "sweep_matches").why.en;
     let has = |s: String| assert!(why.contains(&s), "{s} not in: {why}");
     has(format!(

@@ -8,7 +8,8 @@
 //! when one more point than it needs confirms it (3 points for linear, 4 for quadratic); every
 //! group must agree. The report lists every row, so the verdict explains itself. `whose:` says
 //! whether the rows are the grader's sweep or the student's own (lesson 03 judges the answer
-//! against both: a law copied from the hints fails when the student's own sweep disagrees).
+//! against both: a law copied from the hints fails when the student's own sweep decides another
+//! law or has no rows; own rows that decide nothing contradict nothing and pass).
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -169,6 +170,19 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         ),
     };
     let Some(law) = fitted else {
+        if spec.whose == Whose::Student && !rows.is_empty() {
+            // rows of the student's own that decide no law (too few points, a wrong measurement
+            // caught elsewhere) contradict nothing: the grader's sweep decides
+            return Outcome::new(
+                true,
+                Text::same(answer),
+                bound,
+                text!(
+                    format!("{sweep_zh}无法确定 {value} 随 {axis} 的增长规律，以评分器的扫描为准：{table}"),
+                    format!("{sweep_en} does not decide how {value} grows with {axis}; the grader's sweep decides: {table}")
+                ),
+            );
+        }
         return Outcome::new(
             false,
             Text::same(answer),

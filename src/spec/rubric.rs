@@ -293,7 +293,8 @@ pub struct GrowthSpec {
     pub group_by: String,
     pub answer: String,
     /// Whose sweep `rows` is (names it in the reason): the grader's (default) or the student's
-    /// own, so an answer copied from the hints fails when the student's own rows disagree.
+    /// own, so an answer copied from the hints fails when the student's own rows decide another
+    /// law or are missing (own rows that decide nothing pass: the grader's sweep decides).
     #[serde(default)]
     pub whose: Whose,
 }
