@@ -66,6 +66,7 @@ pub fn grade(
     let prepared = notebook::Prepared::new(&req.submission)?;
     // 2. workload: weights and inputs from a seed the submission cannot predict
     let seed = req.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
+    exercise.model = exercise.model_for(seed); // a shape drawn per seed where exercise.yaml asks
     let work = workload::generate(&exercise.model, seed);
     // 3. run the submission under the driver, on a leash
     let mut run = executor.execute(&RunRequest {
@@ -84,7 +85,12 @@ pub fn grade(
     }
     // 4. reference: the grader's own answer in libtorch
     let mut tensors = std::mem::take(&mut run.tensors);
-    tensors.extend(reference::compute(&exercise.model, &work));
+    let mut answer = reference::compute(&exercise.model, &work);
+    if let Some(lr) = exercise.lookup("$params.lr") {
+        // the weights after one optimizer step (lesson 03: the ledger runs exactly one)
+        answer.extend(reference::updates(&work.weights, &answer, lr));
+    }
+    tensors.extend(answer);
     let mut obs = run.obs.unwrap_or_default();
     obs.audit = obs.audit.take().or(run.audit.take()); // kept when the run crashed
     if let (Some((nb, _)), Some(audit)) = (&prepared.notebook, &mut obs.audit) {

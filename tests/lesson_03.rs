@@ -5,7 +5,7 @@
 mod support;
 use grade::checks::growth::{degree, law_name};
 use grade::checks::ledger::{activation_bytes, optimizer_state_bytes, param_bytes};
-use grade::checks::{self, Env, Status, Verdict};
+use grade::checks::{self, fmt_num, Env, Status, Verdict};
 use grade::observations::{Evidence, Observations};
 use grade::runner::Device;
 use grade::spec::{Exercise, Rubric};
@@ -16,6 +16,9 @@ use std::process::Command;
 use support::verdict_table;
 
 const ID: &str = "03-memory";
+/// The seed tests/recorded/03-memory.*.json were recorded with (`--seed`): it fixes the model's
+/// shape (drawn from exercise.yaml `model_draw:`) and the sweep's grid.
+const SEED: u64 = 3;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -25,13 +28,20 @@ fn exercise() -> Exercise {
     Exercise::load(&root().join("exercises").join(ID)).unwrap()
 }
 
+/// The exercise as graded under the recorded seed (its drawn model shape).
+fn recorded_exercise() -> Exercise {
+    let mut ex = exercise();
+    ex.model = ex.model_for(SEED);
+    ex
+}
+
 fn recorded(name: &str) -> Observations {
     let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn grade_obs(obs: Observations) -> Vec<Verdict> {
-    let ex = exercise();
+    let ex = recorded_exercise();
     let rubric = Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), &ex).unwrap();
     let evidence = Evidence {
         obs,
@@ -79,11 +89,72 @@ fn ledger_truths_from_the_model_shape() {
 }
 
 #[test]
+fn the_shape_is_drawn_from_the_seed() {
+    // every grading draws vocab, d_model, n_heads and n_blocks from model_draw (seq_len and batch
+    // stay): the same seed gives the same shape, the seeds cover the choices, and no drawn shape
+    // has the bytes of the default `model:` one (so a table pasted from it always fails)
+    let ex = exercise();
+    let draw = ex.model_draw.clone().expect("03-memory draws its model");
+    assert_eq!(ex.model_for(7), ex.model_for(7));
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..2000u64 {
+        let m = ex.model_for(seed);
+        assert!(draw.vocab.contains(&m.vocab) && draw.d_model.contains(&m.d_model));
+        assert!(draw.n_heads.contains(&m.n_heads) && draw.n_blocks.contains(&m.n_blocks));
+        assert_eq!((m.seq_len, m.batch), (ex.model.seq_len, ex.model.batch));
+        assert_eq!(m.d_model % m.n_heads, 0);
+        seen.insert((m.vocab, m.d_model, m.n_heads, m.n_blocks));
+    }
+    let all = draw.vocab.len() * draw.d_model.len() * draw.n_heads.len() * draw.n_blocks.len();
+    assert_eq!(
+        seen.len(),
+        all,
+        "2000 seeds reach every one of the {all} shapes"
+    );
+    let default = param_bytes(&ex.model).0;
+    for (v, d, h, l) in seen {
+        let mut m = ex.model.clone();
+        (m.vocab, m.d_model, m.n_heads, m.n_blocks) = (v, d, h, l);
+        assert_ne!(param_bytes(&m).0, default, "{m:?}");
+        assert_ne!(
+            activation_bytes(&m, 4, 64),
+            activation_bytes(&ex.model, 4, 64)
+        );
+    }
+}
+
+#[test]
+fn a_bad_model_draw_is_a_spec_error() {
+    // every drawn shape must be a valid model: a d_model some n_heads does not divide is refused
+    // at load time, with the line
+    let dir = std::env::temp_dir()
+        .join(format!("grade-lesson03-draw-{}", std::process::id()))
+        .join(ID);
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = std::fs::read_to_string(root().join("exercises").join(ID).join("exercise.yaml"))
+        .unwrap()
+        .replace("d_model: [48, 64, 72]", "d_model: [48, 64, 90]");
+    std::fs::write(dir.join("exercise.yaml"), yaml).unwrap();
+    let err = Exercise::load(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("d_model 90 is not divisible by n_heads 4"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
+}
+
+#[test]
 fn rust_truths_equal_what_python_measured() {
-    // the grader's Python rows (recorded) agree with the Rust formula: two independent accounts
+    // the solution's Python ledgers (recorded) agree with the Rust truths for the drawn shape:
+    // two independent accounts
     let obs = recorded("solution");
-    let cfg = exercise().model;
-    for (trace, opt) in [("grader.adam", "adam"), ("grader.sgd", "sgd_momentum")] {
+    let cfg = recorded_exercise().model;
+    assert_ne!(
+        cfg,
+        exercise().model,
+        "the recorded seed drew another shape"
+    );
+    for (trace, opt) in [("ledger.adam", "adam"), ("ledger.sgd", "sgd_momentum")] {
         let row = &obs.traces[trace][0];
         assert_eq!(row.fields["params"], json!(param_bytes(&cfg).0));
         assert_eq!(row.fields["grads"], json!(param_bytes(&cfg).0));
@@ -99,7 +170,7 @@ fn activation_formula_equals_every_measured_row() {
     // the grader's saved_tensors_hooks measurement (Python) and the op-by-op formula (Rust) agree
     // on every row it recorded: single ledgers and the whole sweep
     let obs = recorded("solution");
-    let cfg = exercise().model;
+    let cfg = recorded_exercise().model;
     let mut n = 0;
     for trace in [
         "grader.adam",
@@ -123,7 +194,7 @@ fn activation_formula_equals_every_measured_row() {
     }
     assert_eq!(n, 2 + 12 + 1 + 12);
     // the laws, read off the formula: linear in B (slope a·T² + b·T), quadratic in T
-    assert_eq!(activation_bytes(&cfg, 4, 64), 5_675_524);
+    assert_eq!(activation_bytes(&exercise().model, 4, 64), 5_675_524);
 }
 
 // ---------------------------------------------------------------------------------- growth
@@ -230,6 +301,7 @@ fn recorded_starter_fails_readably() {
         "grads_exact",
         "optimizer_state_exact",
         "activations_exact",
+        "one_update",
         "sweep_matches",
         "growth_laws",
         "ledger_reproducible",
@@ -242,34 +314,111 @@ fn recorded_starter_fails_readably() {
 
 #[test]
 fn a_wrong_entry_fails_with_both_numbers() {
+    let cfg = recorded_exercise().model;
+    let (p, a) = (param_bytes(&cfg).0, activation_bytes(&cfg, 4, 64));
     let mut obs = recorded("solution");
     let row = &mut rows_mut(&mut obs, "ledger.sgd")[0];
-    row.fields
-        .insert("activations".into(), json!(5_675_524 + 4096));
+    row.fields.insert("activations".into(), json!(a + 4096));
     row.fields.insert("grads".into(), json!(0));
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["grads_exact", "activations_exact"]);
-    let a = verdict(&vs, "activations_exact");
-    assert_eq!(a.measured.en, "5,679,620 ≠ 5,675,524");
-    assert!(
-        a.why
-            .en
-            .contains("ledger.sgd B=4, T=64 activations: 5,679,620 ≠ grader's 5,675,524 (+4,096)"),
-        "{}",
-        a.why.en
-    );
+    let v = verdict(&vs, "activations_exact");
+    let (got, want) = (fmt_num((a + 4096) as f64), fmt_num(a as f64));
+    assert_eq!(v.measured.en, format!("{got} ≠ {want}"));
+    let line = format!("ledger.sgd B=4, T=64 activations: {got} ≠ grader's {want} (+4,096)");
+    assert!(v.why.en.contains(&line), "{}", v.why.en);
     let g = verdict(&vs, "grads_exact");
+    let p = fmt_num(p as f64);
     assert!(
-        g.why.en.contains("0 ≠ grader's 947,712 (−947,712)"),
+        g.why.en.contains(&format!("0 ≠ grader's {p} (−{p})")),
         "{}",
         g.why.en
     );
-    assert!(g.why.zh.contains("≠ 评分器 947,712"), "{}", g.why.zh);
+    assert!(g.why.zh.contains(&format!("≠ 评分器 {p}")), "{}", g.why.zh);
+}
+
+#[test]
+fn one_badly_typed_entry_fails_only_what_compares_it() {
+    // an entry that is not a number (the scenario leaves it out and says why in `<entry>_error`)
+    // fails the criteria comparing that entry, not the whole ledger
+    let mut obs = recorded("solution");
+    let why = "memory_ledger(...)['grads'] is dict ({'tok_emb.weight': 1}), not a number";
+    for run in ["adam", "adam_again"] {
+        obs.metrics.remove(&format!("ledger.{run}.grads"));
+    }
+    let row = &mut rows_mut(&mut obs, "ledger.adam")[0];
+    row.fields.remove("grads");
+    row.fields.insert("grads_error".into(), json!(why));
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["grads_exact", "ledger_reproducible"]);
+    let g = verdict(&vs, "grads_exact");
+    assert!(
+        g.why
+            .en
+            .contains(&format!("ledger.adam B=4, T=64 grads: {why}")),
+        "{}",
+        g.why.en
+    );
+}
+
+#[test]
+fn two_updates_fail_one_update_only() {
+    // a warm-up training step (or backward twice) before the measured one: the grader saw two
+    // backward passes and Adam's step counter at 2 (the updated weights, compared in libtorch,
+    // are judged by step_matches_reference, which recorded observations carry no tensors for)
+    let mut obs = recorded("solution");
+    obs.metrics.insert("ledger.adam.backwards".into(), json!(2));
+    obs.metrics.insert("ledger.adam.adam_step".into(), json!(2));
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["one_update"]);
+    let why = &verdict(&vs, "one_update").why.en;
+    assert!(why.contains("ledger.adam.adam_step = 2"), "{why}");
+}
+
+#[test]
+fn a_rerun_without_a_step_is_not_reproduced() {
+    // memory_ledger() returning a cached dict the second time: the entries are identical, but
+    // the grader saw no training step in that call
+    let mut obs = recorded("solution");
+    obs.metrics
+        .insert("ledger.adam_again.backwards".into(), json!(0));
+    obs.metrics
+        .insert("ledger.adam_again.adam_step".into(), json!(0));
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["ledger_reproducible"]);
+}
+
+#[test]
+fn growth_is_judged_on_the_students_own_sweep_too() {
+    // GROWTH right for the grader's sweep, but the student's own rows grow otherwise (here:
+    // activations that do not depend on seq_len): an answer not read off one's own sweep fails
+    let mut obs = recorded("solution");
+    for r in rows_mut(&mut obs, "sweep.student") {
+        let b = r.fields["batch"].as_i64().unwrap();
+        r.fields.insert("activations".into(), json!(1000 * b));
+    }
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["sweep_matches", "growth_laws"]);
+    let why = &verdict(&vs, "growth_laws").why.en;
+    assert!(
+        why.contains("answered quadratic, but in your own sweep() (sweep.student) activations grows as constant in seq_len"),
+        "{why}"
+    );
+}
+
+#[test]
+fn growth_needs_a_sweep_of_ones_own() {
+    // no rows of one's own (sweep() returned []): an answer copied from the hints fails
+    let mut obs = recorded("solution");
+    rows_mut(&mut obs, "sweep.student").clear();
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["sweep_matches", "growth_laws"]);
 }
 
 #[test]
 fn optimizer_state_truth_follows_the_optimizer() {
     // Adam's state (with `step`) reported for the SGD case is wrong, and vice versa
+    let cfg = recorded_exercise().model;
     let mut obs = recorded("solution");
     let adam = obs.traces["ledger.adam"][0].fields["optimizer_state"].clone();
     rows_mut(&mut obs, "ledger.sgd")[0]
@@ -277,10 +426,12 @@ fn optimizer_state_truth_follows_the_optimizer() {
         .insert("optimizer_state".into(), adam);
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["optimizer_state_exact"]);
-    assert!(verdict(&vs, "optimizer_state_exact")
-        .why
-        .en
-        .contains("1,895,636 ≠ grader's 947,712"));
+    let line = format!(
+        "{} ≠ grader's {}",
+        fmt_num(optimizer_state_bytes(&cfg, "adam").unwrap() as f64),
+        fmt_num(param_bytes(&cfg).0 as f64)
+    );
+    assert!(verdict(&vs, "optimizer_state_exact").why.en.contains(&line));
 }
 
 #[test]
@@ -298,6 +449,8 @@ fn sweep_rows_must_cover_the_grid_once() {
     extra.fields.insert("batch".into(), json!(99));
     rows.push(extra); // and one off the grid
     let vs = grade_obs(obs);
+    // growth_laws also reads the law off the student's own rows: these decide none (the extra
+    // row breaks the polynomial), which contradicts nothing
     assert_eq!(failing(&vs), ["sweep_matches"]);
     let why = &verdict(&vs, "sweep_matches").why.en;
     let has = |s: String| assert!(why.contains(&s), "{s} not in: {why}");
@@ -322,9 +475,21 @@ fn a_wrong_growth_answer_fails_and_shows_the_rows() {
     let g = verdict(&vs, "growth_laws");
     assert_eq!(
         g.measured.en,
-        "answer linear, fit linear; answer linear, fit quadratic"
+        "answer linear, fit linear; answer linear, fit quadratic; answer linear, fit linear; answer linear, fit quadratic"
     );
-    assert!(g.why.en.starts_with("answered linear, but in the grader's sweep activations grows as quadratic in seq_len: batch=1: 8→"), "{}", g.why.en);
+    let (bs, ts) = grid(&recorded("solution"));
+    let head = format!(
+        "answered linear, but in the grader's sweep activations grows as quadratic in seq_len: batch={}: {}→",
+        bs[0], ts[0]
+    );
+    assert!(g.why.en.starts_with(&head), "{}", g.why.en);
+    assert!(
+        g.why
+            .en
+            .contains("in your own sweep() (sweep.student) activations grows as quadratic"),
+        "{}",
+        g.why.en
+    );
 }
 
 #[test]
@@ -342,6 +507,13 @@ fn growth_needs_agreeing_groups() {
 
 #[test]
 fn empty_cache_calls_fail() {
+    // an empty_cache event sent during a probe fails, whatever the driver's counter says (the
+    // submission could reset that counter; the events left the process when they happened)
+    let mut obs = recorded("solution");
+    assert!(obs.traces["ledger.calls"].iter().any(|e| e.e == "step"));
+    rows_mut(&mut obs, "sweep.calls").push(grade::observations::Event::new("empty_cache"));
+    assert_eq!(failing(&grade_obs(obs)), ["no_empty_cache"]);
+    // and the counter alone (it also sees calls made at import, outside any probe)
     let mut obs = recorded("solution");
     obs.metrics.insert("calls.empty_cache".into(), json!(3));
     assert_eq!(failing(&grade_obs(obs)), ["no_empty_cache"]);

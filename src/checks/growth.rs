@@ -6,11 +6,14 @@
 //! divided differences in rational arithmetic: `constant` (all first differences 0), `linear`
 //! (all second differences 0), `quadratic` (all third differences 0), … A degree is only decided
 //! when one more point than it needs confirms it (3 points for linear, 4 for quadratic); every
-//! group must agree. The report lists every row, so the verdict explains itself.
+//! group must agree. The report lists every row, so the verdict explains itself. `whose:` says
+//! whether the rows are the grader's sweep or the student's own (lesson 03 judges the answer
+//! against both: a law copied from the hints fails when the student's own sweep decides another
+//! law or has no rows; own rows that decide nothing contradict nothing and pass).
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
-use crate::spec::rubric::GrowthSpec;
+use crate::spec::rubric::{GrowthSpec, Whose};
 use crate::text;
 use std::collections::BTreeMap;
 
@@ -159,29 +162,49 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         _ => None,
     };
     let table = lines.join("; ");
+    let (sweep_zh, sweep_en) = match spec.whose {
+        Whose::Grader => ("评分器的扫描".to_string(), "the grader's sweep".to_string()),
+        Whose::Student => (
+            format!("你的 sweep()（{}）", spec.rows),
+            format!("your own sweep() ({})", spec.rows),
+        ),
+    };
     let Some(law) = fitted else {
+        if spec.whose == Whose::Student && !rows.is_empty() {
+            // rows of the student's own that decide no law (too few points, a wrong measurement
+            // caught elsewhere) contradict nothing: the grader's sweep decides
+            return Outcome::new(
+                true,
+                Text::same(answer),
+                bound,
+                text!(
+                    format!("{sweep_zh}无法确定 {value} 随 {axis} 的增长规律，以评分器的扫描为准：{table}"),
+                    format!("{sweep_en} does not decide how {value} grows with {axis}; the grader's sweep decides: {table}")
+                ),
+            );
+        }
         return Outcome::new(
             false,
             Text::same(answer),
             bound,
             text!(
-                format!("评分器的扫描无法确定 {value} 随 {axis} 的增长规律：{table}"),
-                format!(
-                    "the grader's sweep does not decide how {value} grows with {axis}: {table}"
-                )
+                format!("{sweep_zh}无法确定 {value} 随 {axis} 的增长规律：{table}"),
+                format!("{sweep_en} does not decide how {value} grows with {axis}: {table}")
             ),
         );
     };
     let pass = &answer == law;
     let why = if pass {
         text!(
-            format!("{value} 随 {axis} 呈 {law} 增长，与回答一致：{table}"),
-            format!("{value} grows as {law} in {axis}, as answered: {table}")
+            format!("{sweep_zh}中 {value} 随 {axis} 呈 {law} 增长，与回答一致：{table}"),
+            format!("{value} grows as {law} in {axis} in {sweep_en}, as answered: {table}")
         )
     } else {
         text!(
-            format!("回答 {answer}，但评分器的扫描中 {value} 随 {axis} 呈 {law} 增长：{table}"),
-            format!("answered {answer}, but in the grader's sweep {value} grows as {law} in {axis}: {table}")
+            format!("回答 {answer}，但{sweep_zh}中 {value} 随 {axis} 呈 {law} 增长：{table}"),
+            format!(
+                "answered {answer}, but in {sweep_en} {value} grows as {law} in {axis}: {table}"
+            )
         )
     };
     Outcome::new(

@@ -1,6 +1,8 @@
 //! `ledger`: a submission's memory ledgers equal the grader's, entry by entry, to the byte.
 //!
-//! Rows are events of traces (`batch`, `seq_len`, `optimizer` and the entries; lesson 03). The
+//! Rows are events of traces (`batch`, `seq_len`, `optimizer` and the entries; an entry the
+//! submission returned as something other than a number is absent and `<entry>_error` says what
+//! it was, so only the criteria comparing that entry fail; lesson 03). The
 //! grader's rows (`expected`) fix the grid: every one of them must have exactly one row of the
 //! submission (`actual`) with the same batch and seq_len, and no other row may appear. The truth
 //! for each entry is computed here in Rust from the model's shape (`exercise.yaml` `model:`,
@@ -10,7 +12,10 @@
 //!   optimizer_state Adam: exp_avg + exp_avg_sq (2 × params) + one 0-dim float32 `step` per
 //!                   parameter (4 B each); SGD with momentum: one momentum_buffer (1 × params)
 //!   activations     the grader's own measurement in its row (bytes of the distinct storages saved
-//!                   for backward during the forward, parameters excluded)
+//!                   for backward during the forward, parameters excluded), taken before the
+//!                   submission was imported (exercises/03-memory/scenario.py `before_submission`)
+//! The shape itself is drawn from the seed (`exercise.yaml` `model_draw:`, `Exercise::model_for`),
+//! so `env.exercise.model` is the shape this grading used.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -125,6 +130,17 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                 checked += 1;
                 let got = int(mine[0], entry);
                 values.push((got, want));
+                if let (None, Some(error)) = (got, mine[0].field_str(&format!("{entry}_error"))) {
+                    // the submission returned something that is not a number: say what it was
+                    let w = fmt_num(want as f64);
+                    bad_zh.push(format!("{a_name} {} {entry}：{error}（评分器 {w}）", at(t)));
+                    bad_en.push(format!(
+                        "{a_name} {} {entry}: {error} (grader's {w})",
+                        at(t)
+                    ));
+                    first_bad.get_or_insert((0, want));
+                    continue;
+                }
                 if got != Some(want) {
                     let g = got.map_or("—".into(), |v| fmt_num(v as f64));
                     let diff = got.map_or(String::new(), |v| {

@@ -5,7 +5,7 @@ pub mod tinygpt;
 use crate::spec::ModelConfig;
 use crate::workload::Workload;
 use std::collections::BTreeMap;
-use tch::Tensor;
+use tch::{Kind, Tensor};
 
 /// Named like the driver's tensors: `reference/off/{loss,logits,grad/<param>}`, and
 /// `reference/greedy/tokens`: `seq_len/2` tokens greedily decoded after the prompt
@@ -27,4 +27,37 @@ pub fn compute(cfg: &ModelConfig, workload: &Workload) -> BTreeMap<String, Tenso
         named.insert("reference/greedy/tokens".to_string(), tokens);
     }
     named
+}
+
+/// The change of every weight after ONE optimizer step on the reference gradients (lesson 03: the
+/// ledger runs exactly one training step), for a fresh `torch.optim.Adam(lr)` (betas 0.9, 0.999,
+/// eps 1e-8): `reference/adam/update/<param>`, and a fresh `torch.optim.SGD(lr, momentum)`:
+/// `reference/sgd/update/<param>` (on the first step the momentum buffer is the gradient itself,
+/// so the momentum does not enter). Each is `w_after - w_before` in float64 of two float32 values
+/// (exact), the float32 update written op for op as torch's single-tensor CPU path does it
+/// (`_single_tensor_adam`, `_single_tensor_sgd`).
+pub fn updates(
+    weights: &[(String, Tensor)],
+    answer: &BTreeMap<String, Tensor>,
+    lr: f64,
+) -> BTreeMap<String, Tensor> {
+    let _guard = tch::no_grad_guard();
+    let (beta1, beta2, eps) = (0.9f64, 0.999f64, 1e-8f64);
+    let mut out = BTreeMap::new();
+    for (name, w) in weights {
+        let Some(g) = answer.get(&format!("reference/off/grad/{name}")) else {
+            continue;
+        };
+        let delta = |after: Tensor| after.to_kind(Kind::Double) - w.to_kind(Kind::Double);
+        // Adam, step 1: exp_avg = lerp(0, g, 1-β1), exp_avg_sq = (1-β2)·g·g,
+        // w += -(lr / (1-β1)) · exp_avg / (sqrt(exp_avg_sq) / sqrt(1-β2) + eps)
+        let exp_avg = g * (1.0 - beta1);
+        let exp_avg_sq = (g * (1.0 - beta2)) * g;
+        let denom = exp_avg_sq.sqrt() / (1.0 - beta2).sqrt() + eps;
+        let adam = w + (exp_avg * -(lr / (1.0 - beta1))) / denom;
+        out.insert(format!("reference/adam/update/{name}"), delta(adam));
+        // SGD with momentum, step 1: w += -lr · g
+        out.insert(format!("reference/sgd/update/{name}"), delta(w + g * -lr));
+    }
+    out
 }

@@ -17,6 +17,23 @@ pub struct ModelConfig {
     pub batch: i64,
 }
 
+/// Choices of TinyGPT's shape drawn from the seed at every grading (lesson 03: so no table of
+/// bytes can be pasted). Each key lists the values to draw from; a key left out keeps `model:`'s.
+/// Every `d_model` must be divisible by every `n_heads`, so any draw is a valid model; `seq_len`
+/// and `batch` are not drawn (the sweep's grid and the single ledgers' batch depend on them).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDraw {
+    #[serde(default)]
+    pub vocab: Vec<i64>,
+    #[serde(default)]
+    pub d_model: Vec<i64>,
+    #[serde(default)]
+    pub n_heads: Vec<i64>,
+    #[serde(default)]
+    pub n_blocks: Vec<i64>,
+}
+
 /// One common mistake of the lesson: `zh` is quoted from the README's `### 常见错误` section.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -38,6 +55,9 @@ pub struct Exercise {
     #[serde(default)]
     pub memory_mb: Option<u64>,
     pub model: ModelConfig,
+    /// The shape drawn per seed (`Exercise::model_for`); absent: `model` as written.
+    #[serde(default)]
+    pub model_draw: Option<ModelDraw>,
     /// Passed to the scenario as-is (`ctx.params`); the scenario documents its keys.
     #[serde(default)]
     pub params: serde_yaml::Mapping,
@@ -87,6 +107,43 @@ impl Exercise {
                 ),
             ));
         }
+        if let Some(draw) = &ex.model_draw {
+            for (name, vs) in [
+                ("vocab", &draw.vocab),
+                ("d_model", &draw.d_model),
+                ("n_heads", &draw.n_heads),
+                ("n_blocks", &draw.n_blocks),
+            ] {
+                if vs.iter().any(|&v| v <= 0) {
+                    return Err(spec_error(
+                        &path,
+                        &text,
+                        "model_draw:",
+                        format!("model_draw.{name} has a value ≤ 0; every choice must be a positive integer"),
+                    ));
+                }
+            }
+            let ds = if draw.d_model.is_empty() {
+                vec![m.d_model]
+            } else {
+                draw.d_model.clone()
+            };
+            let hs = if draw.n_heads.is_empty() {
+                vec![m.n_heads]
+            } else {
+                draw.n_heads.clone()
+            };
+            for d in &ds {
+                if let Some(h) = hs.iter().find(|&&h| d % h != 0) {
+                    return Err(spec_error(
+                        &path,
+                        &text,
+                        "model_draw:",
+                        format!("model_draw: d_model {d} is not divisible by n_heads {h}; every choice of d_model must be divisible by every choice of n_heads"),
+                    ));
+                }
+            }
+        }
         if ex.timeout_s == 0 {
             return Err(spec_error(
                 &path,
@@ -122,6 +179,30 @@ impl Exercise {
             ));
         }
         Ok(ex)
+    }
+
+    /// The model graded under `seed`: `model:` with the keys of `model_draw:` drawn from their
+    /// choices (the same seed, the same shape, on any machine). Without `model_draw:`, `model:`.
+    pub fn model_for(&self, seed: u64) -> ModelConfig {
+        use rand::{Rng, SeedableRng};
+        let mut cfg = self.model.clone();
+        let Some(draw) = &self.model_draw else {
+            return cfg;
+        };
+        // a stream of its own: the workload's weights and batch draw from `seed` itself
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x6d6f_6465_6c5f_6472);
+        let mut pick = |choices: &[i64], keep: i64| {
+            if choices.is_empty() {
+                keep
+            } else {
+                choices[rng.random_range(0..choices.len())]
+            }
+        };
+        cfg.vocab = pick(&draw.vocab, cfg.vocab);
+        cfg.d_model = pick(&draw.d_model, cfg.d_model);
+        cfg.n_heads = pick(&draw.n_heads, cfg.n_heads);
+        cfg.n_blocks = pick(&draw.n_blocks, cfg.n_blocks);
+        cfg
     }
 
     /// Resolve `$model.KEY` or `$params.KEY[.SUB]` to a number.

@@ -257,7 +257,7 @@ impl Streams {
 pub struct TraceSpec {
     /// The trace(s): `compare.run1`, or `[compare.run1, compare.run2]`.
     pub stream: Streams,
-    /// Count events of this kind (`ckpt`, `sync`, `timer`, `step`, `step_done`) ...
+    /// Count events of this kind (`ckpt`, `sync`, `timer`, `step`, `step_done`, `empty_cache`) ...
     #[serde(default)]
     pub count: Option<String>,
     /// ... or hold this numeric field of every selected event within the bounds ...
@@ -339,6 +339,20 @@ pub struct GrowthSpec {
     pub axis: String,
     pub group_by: String,
     pub answer: String,
+    /// Whose sweep `rows` is (names it in the reason): the grader's (default) or the student's
+    /// own, so an answer copied from the hints fails when the student's own rows decide another
+    /// law or are missing (own rows that decide nothing pass: the grader's sweep decides).
+    #[serde(default)]
+    pub whose: Whose,
+}
+
+/// Who made a set of rows.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Whose {
+    #[default]
+    Grader,
+    Student,
 }
 
 /// `ranking`: traces of `{e: op, name, ...}` rows, best first; see `checks/ranking.rs`.
@@ -541,8 +555,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 (Some(kind), None, None) => {
                     // lesson 06 adds its read-back instrument's events (lib.py HostReads), the
                     // model's `forward {grad}` and count_syncs()'s `call`; lesson 05's dynamo
-                    // watch `graph` and `graph_break` (and its own `call`)
-                    const KINDS: [&str; 12] = [
+                    // watch `graph` and `graph_break` (and its own `call`);
+                    // lesson 03 `empty_cache`
+                    const KINDS: [&str; 13] = [
                         "ckpt",
                         "sync",
                         "timer",
@@ -555,6 +570,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                         "graph",
                         "graph_break",
                         "call",
+                        "empty_cache",
                     ];
                     if !KINDS.contains(&kind.as_str()) {
                         return Err(format!(
