@@ -364,7 +364,7 @@ impl Measurement {
                     close: b.pos,
                     clock: iv.clock.clone(),
                     duration: seconds(a, b, &self.elapsed),
-                    slack: if a.ns.is_some() { 0.0 } else { 4.0 * ulp(a).max(ulp(b)) },
+                    slack: 4.0 * ulp(a).max(ulp(b)),
                     interval: k,
                 });
             }
