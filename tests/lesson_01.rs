@@ -196,7 +196,11 @@ fn real_samples_are_their_windows_exactly() {
     let cases: [(&str, Vec<f64>, &str); 4] = [
         ("halved", xs.iter().map(|x| x / 2.0).collect(), "sample #1"),
         ("last ÷ 2", vec![last / 2.0; r], "sample #1"),
-        ("last ÷ repeats", vec![last * 2.0 / r as f64; r], "sample #1"),
+        (
+            "last ÷ repeats",
+            vec![last * 2.0 / r as f64; r],
+            "sample #1",
+        ),
         (
             "1.5× clock on the last window",
             xs.iter()
@@ -212,7 +216,8 @@ fn real_samples_are_their_windows_exactly() {
         let v = grade_obs(obs);
         assert_eq!(v["samples_from_windows"].0, Status::Fail, "{what}");
         assert!(
-            v["samples_from_windows"].1.starts_with("run1: ") && v["samples_from_windows"].1.contains(says),
+            v["samples_from_windows"].1.starts_with("run1: ")
+                && v["samples_from_windows"].1.contains(says),
             "{what}: {}",
             v["samples_from_windows"].1
         );
@@ -245,10 +250,13 @@ fn a_log_stamp_beside_the_windows_is_not_held_to_the_sync_rule() {
     let held = run_obs(with, obs.clone());
     assert!(held.pass, "{}", held.why.en);
     let all = run_obs(without, obs.clone());
-    assert!(!all.pass, "every window held: the first stamp follows unsynced warm-up work");
+    assert!(
+        !all.pass,
+        "every window held: the first stamp follows unsynced warm-up work"
+    );
     assert!(all.why.en.contains("1 opening"), "{}", all.why.en);
     // samples from no window: every window is held again
-    set(&mut obs, "sim.a1.samples", json!([1.0; 7]));
+    set(&mut obs, "sim.a1.samples", json!(vec![1.0; 7]));
     assert!(!run_obs(with, obs).pass);
 }
 

@@ -421,7 +421,9 @@ fn a_contract_clock_ignores_a_logged_warmup() {
     }
     let check = |extra: &str| {
         run(
-            &format!("{{trace: {{stream: verify, expect: warmup, min: 1, variants: [off, on]{extra}}}}}"),
+            &format!(
+                "{{trace: {{stream: verify, expect: warmup, min: 1, variants: [off, on]{extra}}}}}"
+            ),
             &trace_evidence(&[("verify", &t)], &[]),
         )
     };
@@ -433,7 +435,13 @@ fn a_contract_clock_ignores_a_logged_warmup() {
     // no profiler window at all: the submission's own timing is judged
     let mut bare = T::default();
     for v in ["off", "on"] {
-        bare.step(v, 0.5).step(v, 0.5).sync().read().step(v, 0.01).sync().read();
+        bare.step(v, 0.5)
+            .step(v, 0.5)
+            .sync()
+            .read()
+            .step(v, 0.01)
+            .sync()
+            .read();
     }
     let out = run(
         "{trace: {stream: verify, expect: warmup, min: 1, variants: [off, on], clock: profiler}}",

@@ -208,11 +208,14 @@ class Lesson:
         ctx = self.ctx
         measure = self.need("measure")
         sim, _ = _draws(ctx, ctx.params)
+        # every device's clock starts at the real perf_counter's reading when the probe began
+        # (one value for all: a `_ns` clock rounds base + time the same way on every device, so
+        # measuring again on a fresh device gives identical samples)
+        base = ctx.clock()
         for cfg, (w, r, s, costs) in sim.items():
             for run in (1, 2):
                 name = f"sim.{cfg}{run}"
-                # the clocks start at the real perf_counter's reading (whole ticks)
-                device = ctx.lib.SimDevice(ctx, base=ctx.clock())
+                device = ctx.lib.SimDevice(ctx, base=base)
 
                 def work(device=device, costs=costs):
                     k = device.calls

@@ -353,7 +353,10 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
             false,
             text!("0 个样本", "0 samples"),
             "",
-            text!("measure() 没有返回任何样本", "measure() returned no samples"),
+            text!(
+                "measure() 没有返回任何样本",
+                "measure() returned no samples"
+            ),
         );
     }
     let mut stop: Option<(usize, Option<f64>)> = None;
@@ -383,8 +386,16 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
     let x = xs[k];
     let (shown_zh, shown_en) = match window {
         Some(w) if x != 0.0 => (
-            format!("，下一个计时窗口是每步 {} s（它的 {:.3} 倍）", fmt_num(w), w / x),
-            format!("; the next timed window is {} s per step ({:.3}× it)", fmt_num(w), w / x),
+            format!(
+                "，下一个计时窗口是每步 {} s（它的 {:.3} 倍）",
+                fmt_num(w),
+                w / x
+            ),
+            format!(
+                "; the next timed window is {} s per step ({:.3}× it)",
+                fmt_num(w),
+                w / x
+            ),
         ),
         Some(w) => (
             format!("，下一个计时窗口是每步 {} s", fmt_num(w)),
@@ -530,7 +541,10 @@ fn synced(m: &Measurement, variants: &[String], held: &Held) -> Outcome {
     let mut ivs: Vec<(String, usize, usize)> = Vec::new();
     for v in variants {
         let reads: Vec<(String, usize, usize)> = match held(v) {
-            Some(src) => src.into_iter().map(|s| (s.clock, s.open, s.close)).collect(),
+            Some(src) => src
+                .into_iter()
+                .map(|s| (s.clock, s.open, s.close))
+                .collect(),
             None => m
                 .timed_of(v)
                 .into_iter()

@@ -164,6 +164,19 @@ pub struct RatioSpec {
     pub min: Option<Operand>,
     #[serde(default)]
     pub max: Option<Operand>,
+    /// Divide by another ratio: the bounds then hold (num/den) / (per.num/per.den). Two ratios
+    /// from the same measurements: load that stretches one stretches the other (lesson 01: how
+    /// much more tokens/s moved than steps/s is the change in tokens per step, whatever the load).
+    #[serde(default)]
+    pub per: Option<PerRatio>,
+}
+
+/// See `RatioSpec::per`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerRatio {
+    pub num: String,
+    pub den: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -489,9 +502,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 },
                 (None, None, Some(TracePredicate::Samples)) => match &t.samples {
                     Some(_) => Ok(()),
-                    None => {
-                        Err("expect: samples needs samples: (the list metric, e.g. `samples`)".into())
-                    }
+                    None => Err(
+                        "expect: samples needs samples: (the list metric, e.g. `samples`)".into(),
+                    ),
                 },
                 (None, None, Some(_)) => operand(&t.min, "min").map(|_| ()),
                 _ => {
