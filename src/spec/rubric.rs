@@ -249,11 +249,11 @@ pub struct TraceSpec {
     /// to the windows; `warmup`, `synced` and `repeats` then judge only the windows it came from
     /// (when every number has one), so a log read elsewhere is not held to the rules.
     #[serde(default)]
-    pub samples: Option<String>,
+    pub samples: Option<Box<str>>,
     /// Only reads of this clock (and its stretches `clock#N`) time windows, when the trace holds
     /// any: the windows the contract defines (lesson 02: `profiler`).
     #[serde(default)]
-    pub clock: Option<String>,
+    pub clock: Option<Box<str>>,
     /// Variants that must each be measured (default: those observed).
     #[serde(default)]
     pub variants: Option<Vec<String>>,
