@@ -14,6 +14,13 @@
 //! A **window** is two consecutive reads of one clock that enclose exactly `per` whole steps of
 //! one variant and no stray forward; its duration is rebuilt from the values the clocks returned.
 //! Reads elsewhere (a log line, a chained timestamp) open or close nothing by themselves.
+//!
+//! Which windows the method rules (sync, warm-up, repeats) hold: a **source** of a returned number
+//! is a pair of reads of one clock around a window, each in the work-free gap at the window's
+//! edge (the window's own reads, or a log read beside them), whose seconds give that number. When
+//! every number a call returned has a source, in order, only those sources are held to the rules;
+//! a log stamp elsewhere is not (issue 18). A rubric may also name the clock the contract defines
+//! (lesson 02: the profiler's own recording stretches, `profiler#N`).
 use crate::observations::Event;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -76,6 +83,53 @@ pub struct Measurement {
     pub syncs: Vec<usize>,
     /// Whole steps per timed repeat.
     pub per: usize,
+    /// Seconds between two recorded CUDA events (by their ids), as the submission asked.
+    pub elapsed: BTreeMap<(i64, i64), f64>,
+}
+
+/// Where one returned number comes from: two reads of one clock around the window
+/// `intervals[interval]`, each in the work-free gap at its edge, and the seconds between them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source {
+    pub open: usize,
+    pub close: usize,
+    pub clock: String,
+    pub duration: Option<f64>,
+    /// How far `duration` may be off from the seconds the submission computed from the same two
+    /// values: a few units in the last place of the values read (a clock read as seconds since
+    /// 1970 carries ~0.2 µs per unit there; the JSON round trip may cost one).
+    pub slack: f64,
+    pub interval: usize,
+}
+
+impl Source {
+    /// Is `x` this source's seconds divided by `per`, to float precision?
+    pub fn gives(&self, x: f64, per: f64) -> bool {
+        self.duration.is_some_and(|d| {
+            let want = d / per;
+            (x - want).abs() <= self.slack / per || close_to(x, want, want)
+        })
+    }
+}
+
+/// How far matching returned numbers to windows got (`Measurement::sources`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Matched {
+    /// One source per number, in order, when every number has one.
+    pub sources: Option<Vec<Source>>,
+    /// Otherwise the first number without a source, and the seconds per step of the window the
+    /// match stopped at (the next one of the best clock), if any.
+    pub first_unmatched: Option<(usize, Option<f64>)>,
+}
+
+/// Seconds between reads `a` and `b` of one clock, rebuilt from the values the clock returned.
+fn seconds(a: &Read, b: &Read, elapsed: &BTreeMap<(i64, i64), f64>) -> Option<f64> {
+    match (a.ns, b.ns, a.secs, b.secs) {
+        (Some(x), Some(y), ..) => Some((y - x) as f64 / 1e9),
+        _ if b.clock == "cuda_event" => a.id.zip(b.id).and_then(|ids| elapsed.get(&ids).copied()),
+        (_, _, Some(x), Some(y)) => Some(y - x),
+        _ => None,
+    }
 }
 
 fn int(v: Option<&Value>) -> Option<i64> {
@@ -165,14 +219,7 @@ impl Measurement {
                 if inside.is_empty() && partial == 0 {
                     continue;
                 }
-                let duration = match (prev.ns, r.ns, prev.secs, r.secs, prev.id, r.id) {
-                    (Some(x), Some(y), ..) => Some((y - x) as f64 / 1e9),
-                    _ if r.clock == "cuda_event" => {
-                        prev.id.zip(r.id).and_then(|ids| elapsed.get(&ids).copied())
-                    }
-                    (_, _, Some(x), Some(y), ..) => Some(y - x),
-                    _ => None,
-                };
+                let duration = seconds(prev, r, &elapsed);
                 intervals.push(Interval {
                     open: a,
                     close: b,
@@ -189,7 +236,27 @@ impl Measurement {
             intervals,
             syncs,
             per,
+            elapsed,
         }
+    }
+
+    /// `events` with only the reads of `clock` (and of its numbered stretches `clock#N`), when
+    /// there are any: the windows a contract defines (lesson 02's profiler recordings). Without
+    /// such reads, every clock counts (the submission timed by other means).
+    pub fn only_clock(events: &[Event], clock: &str) -> Vec<Event> {
+        let ours = |e: &Event| {
+            e.field_str("clock").is_some_and(|c| {
+                c == clock || c.strip_prefix(clock).is_some_and(|r| r.starts_with('#'))
+            })
+        };
+        if !events.iter().any(|e| e.e == "timer" && ours(e)) {
+            return events.to_vec();
+        }
+        events
+            .iter()
+            .filter(|e| e.e != "timer" || ours(e))
+            .cloned()
+            .collect()
     }
 
     /// The variant of an interval whose whole steps all share one.
@@ -254,6 +321,167 @@ impl Measurement {
             .count()
     }
 
+    /// Positions of every step's `step` and `step_done` events, in order.
+    fn work(&self) -> Vec<usize> {
+        let mut w: Vec<usize> = self
+            .steps
+            .iter()
+            .flat_map(|s| [Some(s.start), s.end])
+            .flatten()
+            .collect();
+        w.sort_unstable();
+        w
+    }
+
+    /// Every source of window `intervals[k]`: a read of its clock in the work-free gap before its
+    /// first step (its own opening read included) paired with one in the gap after its last step
+    /// (its own closing read included). A log read right beside a window's own read times the
+    /// same work, so a number taken from either is this window's.
+    pub fn sources_of(&self, k: usize) -> Vec<Source> {
+        let iv = &self.intervals[k];
+        let work = self.work();
+        let before = work.iter().copied().filter(|&p| p < iv.open).max();
+        let after = work.iter().copied().find(|&p| p > iv.close);
+        let of_clock = |r: &&Read| r.clock == iv.clock;
+        let opens: Vec<&Read> = self
+            .reads
+            .iter()
+            .filter(of_clock)
+            .filter(|r| r.pos <= iv.open && before.is_none_or(|b| r.pos > b))
+            .collect();
+        let closes: Vec<&Read> = self
+            .reads
+            .iter()
+            .filter(of_clock)
+            .filter(|r| r.pos >= iv.close && after.is_none_or(|a| r.pos < a))
+            .collect();
+        let mut out = Vec::new();
+        for a in &opens {
+            for b in &closes {
+                let ulp = |r: &Read| r.secs.map_or(0.0, |v| v.abs() * f64::EPSILON);
+                out.push(Source {
+                    open: a.pos,
+                    close: b.pos,
+                    clock: iv.clock.clone(),
+                    duration: seconds(a, b, &self.elapsed),
+                    slack: 4.0 * ulp(a).max(ulp(b)),
+                    interval: k,
+                });
+            }
+        }
+        out
+    }
+
+    /// Match the numbers a call returned to the windows of `variant`, in order: number i comes
+    /// from a source of a window after the one number i-1 came from, all of one clock, where
+    /// `from(number, source)` says a number is taken from a source. The first clock whose
+    /// windows give every number wins.
+    pub fn sources(
+        &self,
+        variant: &str,
+        numbers: &[f64],
+        from: impl Fn(f64, &Source) -> bool,
+    ) -> Matched {
+        let windows: Vec<usize> = (0..self.intervals.len())
+            .filter(|&k| {
+                let iv = &self.intervals[k];
+                iv.steps.len() == self.per
+                    && iv.partial == 0
+                    && self.variant_of(iv) == Some(variant)
+            })
+            .collect();
+        let mut clocks: Vec<&str> = Vec::new();
+        for &k in &windows {
+            let c = self.intervals[k].clock.as_str();
+            if !clocks.contains(&c) {
+                clocks.push(c);
+            }
+        }
+        let per = self.per as f64;
+        let mut best: Option<(usize, Option<f64>)> = None;
+        for clock in clocks {
+            let ws: Vec<usize> = windows
+                .iter()
+                .copied()
+                .filter(|&k| self.intervals[k].clock == clock)
+                .collect();
+            let mut got = Vec::new();
+            let mut j = 0;
+            for &x in numbers {
+                let found = ws[j..].iter().enumerate().find_map(|(i, &k)| {
+                    self.sources_of(k)
+                        .into_iter()
+                        .find(|s| from(x, s))
+                        .map(|s| (i, s))
+                });
+                match found {
+                    Some((i, s)) => {
+                        j += i + 1;
+                        got.push(s);
+                    }
+                    None => break,
+                }
+            }
+            if got.len() == numbers.len() && !numbers.is_empty() {
+                return Matched {
+                    sources: Some(got),
+                    first_unmatched: None,
+                };
+            }
+            let next = ws
+                .get(j)
+                .and_then(|&k| self.intervals[k].duration)
+                .map(|d| d / per);
+            if best.is_none_or(|(n, _)| got.len() > n) {
+                best = Some((got.len(), next));
+            }
+        }
+        Matched {
+            sources: None,
+            first_unmatched: Some(best.unwrap_or((0, None))),
+        }
+    }
+
+    /// The sources of `numbers` when each is seconds per step (or seconds) of a window of
+    /// `variant`: the windows these numbers come from, held to the method's rules.
+    pub fn held(&self, variant: &str, numbers: &[f64]) -> Option<Vec<Source>> {
+        let per = self.per as f64;
+        self.sources(variant, numbers, |x, s| s.gives(x, per) || s.gives(x, 1.0))
+            .sources
+    }
+
+    /// Whole steps of `variant` before the first of `sources`' windows and in none of them.
+    pub fn warmup_before(&self, variant: &str, sources: &[Source]) -> usize {
+        let inside: Vec<usize> = sources
+            .iter()
+            .flat_map(|s| self.intervals[s.interval].steps.iter().copied())
+            .collect();
+        let Some(&first) = inside.iter().min() else {
+            return 0;
+        };
+        (0..first)
+            .filter(|&k| {
+                self.steps[k].whole() && self.steps[k].variant == variant && !inside.contains(&k)
+            })
+            .count()
+    }
+
+    /// Does a `sync()` separate the work before each of the two reads from the read?
+    pub fn synced_reads(&self, clock: &str, open: usize, close: usize) -> (bool, bool) {
+        if clock == "cuda_event" {
+            return (true, true);
+        }
+        let work = self.work();
+        let ok = |pos: usize| {
+            work.iter()
+                .copied()
+                .filter(|&p| p < pos)
+                .max()
+                .is_none_or(|w| self.sync_between(w, pos))
+        };
+        (ok(open), ok(close))
+    }
+
     fn sync_between(&self, from: usize, to: usize) -> bool {
         self.syncs.iter().any(|&p| from < p && p < to)
     }
@@ -261,20 +489,7 @@ impl Measurement {
     /// Does a `sync()` separate the work before each read of `iv` from the read? (A CUDA event
     /// is recorded on the stream: it needs none.)
     pub fn synced(&self, iv: &Interval) -> (bool, bool) {
-        if iv.clock == "cuda_event" {
-            return (true, true);
-        }
-        let last_work_before = |pos: usize| {
-            self.steps
-                .iter()
-                .flat_map(|s| [Some(s.start), s.end])
-                .flatten()
-                .filter(|&p| p < pos)
-                .max()
-        };
-        let open_ok = last_work_before(iv.open).is_none_or(|w| self.sync_between(w, iv.open));
-        let close_ok = last_work_before(iv.close).is_none_or(|w| self.sync_between(w, iv.close));
-        (open_ok, close_ok)
+        self.synced_reads(&iv.clock, iv.open, iv.close)
     }
 }
 

@@ -184,6 +184,82 @@ fn a_sample_off_by_more_than_a_nanosecond_fails_and_rounding_passes() {
     );
 }
 
+/// The real step's samples are held to the windows rebuilt from the recorded clock values,
+/// exactly: halved, divided by `repeats`, or scaled by a clock patched for the call (and put back)
+/// they fail, whatever band they lie in; the grader's truth is never consulted.
+#[test]
+fn real_samples_are_their_windows_exactly() {
+    let base = recorded("solution");
+    let xs = list(&base, "real.run1.samples");
+    let last = *xs.last().unwrap();
+    let r = xs.len();
+    let cases: [(&str, Vec<f64>, &str); 4] = [
+        ("halved", xs.iter().map(|x| x / 2.0).collect(), "sample #1"),
+        ("last ÷ 2", vec![last / 2.0; r], "sample #1"),
+        (
+            "last ÷ repeats",
+            vec![last * 2.0 / r as f64; r],
+            "sample #1",
+        ),
+        (
+            "1.5× clock on the last window",
+            xs.iter()
+                .enumerate()
+                .map(|(i, x)| if i + 1 == r { x * 1.5 } else { *x })
+                .collect(),
+            &format!("sample #{r}"),
+        ),
+    ];
+    for (what, samples, says) in cases {
+        let mut obs = base.clone();
+        set(&mut obs, "real.run1.samples", json!(samples));
+        let v = grade_obs(obs);
+        assert_eq!(v["samples_from_windows"].0, Status::Fail, "{what}");
+        assert!(
+            v["samples_from_windows"].1.starts_with("run1: ")
+                && v["samples_from_windows"].1.contains(says),
+            "{what}: {}",
+            v["samples_from_windows"].1
+        );
+    }
+    // the band alone would have let them through
+    let v = grade_obs(base);
+    assert_eq!(v["samples_from_windows"].0, Status::Pass);
+}
+
+/// Only the windows the returned samples come from are held to the sync rule: a `time.time()`
+/// log stamp read before each window's `sync()` (after unsynced warm-up work) forms windows of
+/// its own, which the rule without `samples` holds, and with `samples` does not.
+#[test]
+fn a_log_stamp_beside_the_windows_is_not_held_to_the_sync_rule() {
+    use grade::observations::Event;
+    let mut obs = recorded("solution");
+    let events = obs.traces["sim.a1"].clone();
+    let mut stamped: Vec<Event> = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let kind = |k: usize| events.get(i + k).map(|e| e.e.as_str());
+        if e.e == "sync" && kind(1) == Some("timer") && kind(2) == Some("step") {
+            // before every window's opening sync(): a wall-clock stamp for a log line
+            stamped.push(Event::new("timer").with("clock", "time").with("v", 1.7e9));
+        }
+        stamped.push(e.clone());
+    }
+    obs.traces.insert("sim.a1".into(), stamped);
+    let with = "{trace: {stream: sim.a1, expect: synced, samples: samples}}";
+    let without = "{trace: {stream: sim.a1, expect: synced}}";
+    let held = run_obs(with, obs.clone());
+    assert!(held.pass, "{}", held.why.en);
+    let all = run_obs(without, obs.clone());
+    assert!(
+        !all.pass,
+        "every window held: the first stamp follows unsynced warm-up work"
+    );
+    assert!(all.why.en.contains("1 opening"), "{}", all.why.en);
+    // samples from no window: every window is held again
+    set(&mut obs, "sim.a1.samples", json!(vec![1.0; 7]));
+    assert!(!run_obs(with, obs).pass);
+}
+
 #[test]
 fn summaries_are_recomputed_and_mistakes_named() {
     let base = recorded("solution");
@@ -283,6 +359,23 @@ fn check(yaml: &str) -> Check {
     serde_yaml::from_str::<W>(&format!("check: {yaml}"))
         .unwrap()
         .check
+}
+
+/// One check on these observations.
+fn run_obs(yaml: &str, obs: Observations) -> checks::Outcome {
+    let ex = exercise();
+    let ev = Evidence {
+        obs,
+        tensors: BTreeMap::new(),
+        run_failure: None,
+    };
+    evaluate(
+        &check(yaml),
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+    )
 }
 
 fn run(yaml: &str, metrics: &[(&str, Value)]) -> checks::Outcome {
@@ -470,9 +563,16 @@ fixtures!(
     steps_answered,
     rate_from_mean,
     clock_wrapped,
+    cheat_real_halved,
+    cheat_real_over_repeats,
+    cheat_sim_face,
+    cheat_clock_patch_restore,
+    cheat_rewrite_recorded,
     chained_timestamps,
     perf_counter_ns_numpy,
     timeit_quantiles,
+    log_stamp_time,
+    timeit_timer_repeat,
 );
 
 #[test]

@@ -399,6 +399,57 @@ fn an_extra_clock_read_shifts_nothing() {
     assert_eq!(predicate("repeats", &t).measured.en, "off: 5, on: 5");
 }
 
+/// `clock: profiler`: the windows the contract defines (lesson 02's profiler recordings,
+/// `profiler#N`) are the timed ones; a perf_counter pair logging how long the warm-up took does not
+/// turn the warm-up calls into timed calls (issue 18). Without any read of that clock, the
+/// submission's own windows count.
+#[test]
+fn a_contract_clock_ignores_a_logged_warmup() {
+    let mark = |t: &mut T, n: usize| {
+        t.events.push(
+            Event::new("timer")
+                .with("clock", format!("profiler#{n}"))
+                .with("v", t.now),
+        );
+    };
+    let mut t = T::default();
+    for (n, v) in [(1, "off"), (2, "on")] {
+        t.read().step(v, 0.5).step(v, 0.5).read(); // how long the warm-up took, for a log
+        mark(&mut t, n);
+        t.step(v, 0.01).step(v, 0.01).step(v, 0.01);
+        mark(&mut t, n);
+    }
+    let check = |extra: &str| {
+        run(
+            &format!(
+                "{{trace: {{stream: verify, expect: warmup, min: 1, variants: [off, on]{extra}}}}}"
+            ),
+            &trace_evidence(&[("verify", &t)], &[]),
+        )
+    };
+    let plain = check("");
+    assert!(!plain.pass, "the logged pair is taken for a timed window");
+    let defined = check(", clock: profiler");
+    assert!(defined.pass, "{}", defined.why.en);
+    assert_eq!(defined.measured.en, "off: 2, on: 2");
+    // no profiler window at all: the submission's own timing is judged
+    let mut bare = T::default();
+    for v in ["off", "on"] {
+        bare.step(v, 0.5)
+            .step(v, 0.5)
+            .sync()
+            .read()
+            .step(v, 0.01)
+            .sync()
+            .read();
+    }
+    let out = run(
+        "{trace: {stream: verify, expect: warmup, min: 1, variants: [off, on], clock: profiler}}",
+        &trace_evidence(&[("verify", &bare)], &[]),
+    );
+    assert!(out.pass, "{}", out.why.en);
+}
+
 #[test]
 fn chained_timestamps_count_every_repeat() {
     let mut t = T::default();

@@ -22,6 +22,18 @@ Rust from rubrics/01-metrics.yaml. Probes:
              with the submission's measure() (interleaved rounds, each call traced as
              `shapes.r<round>.<shape>`) and summarize().
   answer     COMPARABLE_ACROSS_SEQ_LEN.
+
+Out of the submission's reach (issue 17): `before_submission(ctx)` draws the simulated costs and
+the hidden sample sets and records the truth, what the usual mistakes would return, and the hidden
+inputs before the submission is imported (the driver calls it then; older drivers get it called at
+the start of `run`). The probes draw the same values again from the seed to run them; nothing
+recorded is kept. Every sample a call returns is also held, in Rust, to the window it was rebuilt
+from (the clock values the driver recorded), so a sample scaled by a patched clock, halved or made
+up fails whatever device it was taken on.
+
+The same face on both devices (issue 19): `step` and `sync` are plain functions of the same shape
+on the simulated device and the real one (`_face`), and the virtual clock starts at the real
+perf_counter's reading, so a submission cannot behave only while simulated.
 """
 import math
 import random
@@ -41,12 +53,16 @@ ProbeFailed = Exception  # replaced by the driver's class in run()
 SUMMARY_KEYS = ("median_s", "p90_s", "steps_per_s", "tokens_per_s")
 
 
-def _number(x):
-    if hasattr(x, "item") and getattr(x, "numel", lambda: 1)() == 1:
-        x = x.item()
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(type(x).__name__)
-    return float(x)
+_lib = None  # lib.py (`ctx.lib`), set by before_submission / run: `number` reads every number
+_PREPARED = False  # before_submission ran (by the driver, before the submission was imported)
+
+
+def _number(x, what):
+    """A float from a number the submission returned (`ctx.lib.number`: any real number type)."""
+    try:
+        return float(_lib.number(x, what=what))
+    except _lib.NotANumber as e:
+        raise ProbeFailed(f"{e}; expected a number of seconds") from None
 
 
 def numbers(what, value):
@@ -55,13 +71,70 @@ def numbers(what, value):
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
         raise ProbeFailed(f"{what} returned {type(value).__name__}; expected a list of floats (seconds per step)")
-    try:
-        out = [_number(v) for v in value]
-    except TypeError as e:
-        raise ProbeFailed(f"{what} returned a list holding a {e}; expected floats") from None
+    out = [_number(v, f"{what}[{i}]") for i, v in enumerate(value)]
     if not all(math.isfinite(v) for v in out):
         raise ProbeFailed(f"{what} returned non-finite values: {out[:6]}")
     return out
+
+
+def _face(work, wait):
+    """`step()` and `sync()` as measure() gets them, on the simulated device and the real one
+    alike: plain functions of one shape (one free variable each, no defaults, no bound method)."""
+
+    def step():
+        work()
+
+    def sync():
+        wait()
+
+    return step, sync
+
+
+def _draws(ctx, params):
+    """Everything the grader draws from the seed, in draw order: per sim configuration its costs
+    (and w, r, s), and the hidden summarize cases with their batch and seq_len. Called before the
+    submission is imported (to record the answers) and again by the probes (to run them)."""
+    rng = lambda probe: random.Random(f"{ctx.seed}:{probe}")  # noqa: E731
+    sim_rng = rng("sim")
+    sim = {}
+    for cfg in ("a", "b"):
+        w, r, s = Lesson.config(params["sim"][cfg])
+        sim[cfg] = (w, r, s, Lesson.draw_costs(ctx.lib.ticks, sim_rng, w, r, s))
+    sum_rng = rng("summarize")
+    cases = {}
+    for name, samples in Lesson.hidden_cases(sum_rng).items():
+        batch = sum_rng.choice([1, 2, 4, 8, 16, 32])
+        seq_len = sum_rng.choice([16, 128, 512, 1024, 2048])
+        cases[name] = (samples, batch, seq_len)
+    return sim, cases
+
+
+def before_submission(ctx):
+    """The grader's answers, recorded before the submission exists: the simulated device's truth
+    and what the usual mistakes would return on it, and the hidden sample sets summarize() gets.
+    Nothing is kept (locals only)."""
+    global _lib, _PREPARED
+    _lib = ctx.lib
+    _PREPARED = True
+    sim, cases = _draws(ctx, ctx.params)
+    host = ctx.lib.SimDevice(ctx).host  # the launch overhead an unsynced window measures
+    for cfg, (w, r, s, costs) in sim.items():
+        window = lambda first, i: costs[first + i * s: first + (i + 1) * s]  # noqa: E731
+        truth = [sum(window(w, i)) / s for i in range(r)]
+        for run in (1, 2):
+            name = f"sim.{cfg}{run}"
+            ctx.metric(f"{name}.truth", truth)
+            # what the usual mistakes return on this very device
+            ctx.metric(f"{name}.if_no_sync", [host] * r)
+            ctx.metric(f"{name}.if_no_warmup", [sum(window(0, i)) / s for i in range(r)])
+            ctx.metric(f"{name}.if_single", [sum(costs[w: w + r * s]) / (r * s)])
+            if s > 1:
+                ctx.metric(f"{name}.if_not_divided", [sum(window(w, i)) for i in range(r)])
+                ctx.metric(f"{name}.if_one_step", [costs[w + i] for i in range(r)])
+    for name, (samples, batch, seq_len) in cases.items():
+        ctx.metric(f"summarize.{name}.samples", list(samples))
+        ctx.metric(f"summarize.{name}.batch", batch)
+        ctx.metric(f"summarize.{name}.seq_len", seq_len)
 
 
 class Lesson:
@@ -75,8 +148,6 @@ class Lesson:
             "targets": inputs["batch/targets"].to(self.device),
         }
         self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=lambda rec: "real")
-        # the grader's own draws, one stream per probe (torch's RNG is not touched)
-        self.rng = lambda probe: random.Random(f"{ctx.seed}:{probe}")  # noqa: E731
         self.real_samples = None
 
     def need(self, name):
@@ -119,10 +190,10 @@ class Lesson:
         return w, r, s
 
     # -- sim ----------------------------------------------------------------------------------
-    def draw_costs(self, rng, w, r, s, extra=64):
+    @staticmethod
+    def draw_costs(ticks, rng, w, r, s, extra=64):
         """Seconds of device work of each step() call, in whole ticks: jittered, a warm-up spike on
         the first calls (all inside the warm-up), one slow step in a minority of the windows."""
-        ticks = self.ctx.lib.ticks
         base = rng.uniform(2e-3, 6e-3)
         costs = [ticks(base * rng.uniform(0.9, 1.1)) for _ in range(w + r * s + extra)]
         for k in range(rng.randint(1, w)):
@@ -133,33 +204,31 @@ class Lesson:
         return costs
 
     def sim(self):
+        """measure() on the simulated device; the truth was recorded by before_submission."""
         ctx = self.ctx
         measure = self.need("measure")
-        rng = self.rng("sim")
-        for cfg in ("a", "b"):
-            w, r, s = self.config(ctx.params["sim"][cfg])
-            costs = self.draw_costs(rng, w, r, s)
-            window = lambda first, i: costs[first + i * s: first + (i + 1) * s]  # noqa: E731
-            truth = [sum(window(w, i)) / s for i in range(r)]
+        sim, _ = _draws(ctx, ctx.params)
+        # every device's clock starts at the real perf_counter's reading when the probe began
+        # (one value for all: a `_ns` clock rounds base + time the same way on every device, so
+        # measuring again on a fresh device gives identical samples)
+        base = ctx.clock()
+        for cfg, (w, r, s, costs) in sim.items():
             for run in (1, 2):
                 name = f"sim.{cfg}{run}"
-                device = ctx.lib.SimDevice(ctx)
-                ctx.metric(f"{name}.truth", truth)
-                # what the usual mistakes return on this very device
-                ctx.metric(f"{name}.if_no_sync", [device.host] * r)
-                ctx.metric(f"{name}.if_no_warmup", [sum(window(0, i)) / s for i in range(r)])
-                ctx.metric(f"{name}.if_single", [sum(costs[w: w + r * s]) / (r * s)])
-                if s > 1:
-                    ctx.metric(f"{name}.if_not_divided", [sum(window(w, i)) for i in range(r)])
-                    ctx.metric(f"{name}.if_one_step", [costs[w + i] for i in range(r)])
+                device = ctx.lib.SimDevice(ctx, base=base)
 
-                def step(device=device):
+                def work(device=device, costs=costs):
                     k = device.calls
                     device.work(costs[k] if k < len(costs) else costs[-1], variant="sim")
 
-                def run_measure(device=device):
+                def wait(device=device):
+                    device.sync()
+
+                step, sync = _face(work, wait)
+
+                def run_measure(device=device, step=step, sync=sync, w=w, r=r, s=s):
                     with device:
-                        return measure(step, device.sync, warmup=w, repeats=r, steps_per_repeat=s)
+                        return measure(step, sync, warmup=w, repeats=r, steps_per_repeat=s)
 
                 samples = self.traced(name, run_measure)
                 ctx.metric(f"{name}.samples", numbers("measure()", samples))
@@ -174,27 +243,29 @@ class Lesson:
         model = self.model()
         idx, targets = self.batch["idx"], self.batch["targets"]
 
-        def step():
+        def work():
             model.zero_grad(set_to_none=True)
             _, loss = model(idx, targets)
             loss.backward()
 
-        def sync():
+        def wait():
             ctx.event("sync")
             self.sync_device()
+
+        step, sync = _face(work, wait)
 
         def grader_block():  # the grader's own measurement of the same step: sync, one step each
             out = []  # (wall seconds, CPU seconds of this thread)
             for _ in range(int(p["grader_repeats"])):
                 self.sync_device()
                 t0, c0 = ctx.clock(), _thread_time()
-                step()
+                work()
                 self.sync_device()
                 out.append((ctx.clock() - t0, _thread_time() - c0))
             return out
 
         for _ in range(w):
-            step()
+            work()
         # G0, run1, G1, run2, G2: each run is compared with the grader's blocks right around it,
         # so drift in the machine's speed over the probe cancels out
         blocks = [grader_block()]
@@ -217,12 +288,14 @@ class Lesson:
             ctx.metric(f"{name}.grader_cpu_min_s", min(c for _, c in around))
 
     # -- summarize ----------------------------------------------------------------------------
-    def summary(self, prefix, samples, batch, seq_len):
+    def summary(self, prefix, samples, batch, seq_len, record=True):
+        """summarize() on `samples`; its inputs are recorded first unless before_submission did."""
         summarize = self.need("summarize")
         ctx = self.ctx
-        ctx.metric(f"{prefix}.samples", list(samples))
-        ctx.metric(f"{prefix}.batch", batch)
-        ctx.metric(f"{prefix}.seq_len", seq_len)
+        if record:
+            ctx.metric(f"{prefix}.samples", list(samples))
+            ctx.metric(f"{prefix}.batch", batch)
+            ctx.metric(f"{prefix}.seq_len", seq_len)
         out = summarize(list(samples), batch=batch, seq_len=seq_len)
         if not isinstance(out, dict):
             raise ProbeFailed(f"summarize() returned {type(out).__name__}; expected a dict with {', '.join(SUMMARY_KEYS)}")
@@ -230,13 +303,11 @@ class Lesson:
         if missing:
             raise ProbeFailed(f"summarize() returned no {', '.join(missing)} (keys: {sorted(map(str, out))})")
         for k in SUMMARY_KEYS:
-            try:
-                ctx.metric(f"{prefix}.{k}", _number(out[k]))
-            except TypeError:
-                raise ProbeFailed(f"summarize()['{k}'] is {out[k]!r}; expected a float") from None
+            ctx.metric(f"{prefix}.{k}", _number(out[k], f"summarize()['{k}']"))
         return out
 
-    def hidden_cases(self, rng):
+    @staticmethod
+    def hidden_cases(rng):
         """Sample sets the submission has never seen, drawn from the seed (seconds per step)."""
         u = lambda: rng.uniform(1e-3, 2e-2)  # noqa: E731
         base = rng.uniform(3e-3, 8e-3)
@@ -256,11 +327,9 @@ class Lesson:
         return cases
 
     def summarize(self):
-        rng = self.rng("summarize")
-        for name, samples in self.hidden_cases(rng).items():
-            batch = rng.choice([1, 2, 4, 8, 16, 32])
-            seq_len = rng.choice([16, 128, 512, 1024, 2048])
-            self.summary(f"summarize.{name}", samples, batch, seq_len)
+        _, cases = _draws(self.ctx, self.ctx.params)  # recorded by before_submission
+        for name, (samples, batch, seq_len) in cases.items():
+            self.summary(f"summarize.{name}", samples, batch, seq_len, record=False)
         if self.real_samples:
             m = self.ctx.model_cfg
             self.summary("real.summary", self.real_samples, m["batch"], m["seq_len"])
@@ -288,23 +357,26 @@ class Lesson:
 
             return step
 
-        def sync():
+        def wait():
             ctx.event("sync")
             self.sync_device()
 
         w, r, rounds = int(p["warmup"]), int(p["repeats"]), int(p["rounds"])
         if int(p["calls"]) != rounds * len(shapes) * (w + r):
             raise RuntimeError(f"exercise.yaml: shapes.calls must be rounds × 3 × (warmup + repeats) in {p}")
-        steps = {k: step_for(*bt) for k, bt in shapes.items()}
+        steps = {k: _face(step_for(*bt), wait)[0] for k, bt in shapes.items()}
+        sync = _face(wait, wait)[1]
         samples = {k: [] for k in shapes}
         names = list(shapes)
         for rnd in range(rounds):
             for k in names[rnd % len(names):] + names[: rnd % len(names)]:  # rotate: drift hits all
-                got = self.traced(
-                    f"shapes.r{rnd}.{k}",
-                    lambda: measure(steps[k], sync, warmup=w, repeats=r, steps_per_repeat=1),
+                name = f"shapes.r{rnd}.{k}"
+                got = numbers(
+                    "measure()",
+                    self.traced(name, lambda: measure(steps[k], sync, warmup=w, repeats=r, steps_per_repeat=1)),
                 )
-                samples[k] += numbers("measure()", got)
+                ctx.metric(f"{name}.samples", got)
+                samples[k] += got
         for k, (b, t) in shapes.items():
             self.summary(f"shapes.{k}", samples[k], b, t)
 
@@ -317,8 +389,11 @@ class Lesson:
 
 
 def run(ctx):
-    global ProbeFailed
+    global ProbeFailed, _lib
     ProbeFailed = ctx.ProbeFailed
+    _lib = ctx.lib
+    if not _PREPARED:  # a driver without the before_submission hook
+        before_submission(ctx)
     lesson = Lesson(ctx)
     for name in ("sim", "real", "summarize", "shapes", "answer"):
         with ctx.probe(name):

@@ -4,7 +4,7 @@
 //! A check naming several streams (`[compare.run1, compare.run2]`) must hold in every one.
 use super::{fmt_bounds, fmt_num, within, Env, Outcome};
 use crate::i18n::Text;
-use crate::measurement::{close_to, median_range, Measurement};
+use crate::measurement::{close_to, median_range, Measurement, Source};
 use crate::observations::Event;
 use crate::spec::rubric::{TracePredicate, TraceSpec};
 use crate::text;
@@ -65,6 +65,10 @@ fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
                     format!("≥ {n} each ({} steps per window)", fmt_num(per))
                 ),
                 TracePredicate::Median => text!("报告 = 中位数", "reported = median"),
+                TracePredicate::Samples => text!(
+                    format!("= 窗口 ÷ {}（逐个）", fmt_num(per)),
+                    format!("= window ÷ {} (each)", fmt_num(per))
+                ),
             }
         }
         _ => Text::same("—"),
@@ -302,7 +306,10 @@ fn predicate(
     env: &Env,
 ) -> Outcome {
     let per = env.resolve(&spec.per).unwrap_or(1.0).max(1.0) as usize;
-    let m = Measurement::read(events, per);
+    let m = match &spec.clock {
+        Some(clock) => Measurement::read(&Measurement::only_clock(events, clock), per),
+        None => Measurement::read(events, per),
+    };
     if !m.steps.iter().any(|s| s.whole()) {
         let absent = env.evidence.why_missing(stream);
         if absent.probe.is_some() {
@@ -318,13 +325,111 @@ fn predicate(
     }
     let variants = spec.variants.clone().unwrap_or_else(|| m.variants());
     let need = env.resolve(&spec.min).unwrap_or(1.0);
+    // the numbers the call returned, when the rubric names them: the windows they come from are
+    // the ones held to the method's rules
+    let returned = match &spec.samples {
+        Some(key) => match super::series::list(env, &format!("{stream}.{key}")) {
+            Ok(xs) => Some(xs),
+            Err(why) if p == TracePredicate::Samples => return Outcome::missing(why, "—"),
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let held = |v: &str| returned.as_deref().and_then(|xs| m.held(v, xs));
     match p {
         TracePredicate::SameInputs => same_inputs(&m),
-        TracePredicate::Warmup => warmup(&m, &variants, need),
-        TracePredicate::Synced => synced(&m, &variants),
-        TracePredicate::Repeats => repeats(&m, &variants, need, per),
+        TracePredicate::Warmup => warmup(&m, &variants, need, &held),
+        TracePredicate::Synced => synced(&m, &variants, &held),
+        TracePredicate::Repeats => repeats(&m, &variants, need, per, &held),
         TracePredicate::Median => median(&m, &variants, spec, stream, env),
+        TracePredicate::Samples => samples(&m, &variants, returned.as_deref().unwrap_or(&[])),
     }
+}
+
+/// Every returned number is seconds per step of a timed window, in window order: rebuilt here
+/// from the clock values the grader recorded, exactly (to float precision) as on the simulated
+/// device. A number no window gives (halved, averaged over calls, scaled by a patched clock, made
+/// up) fails, whatever band it would lie in.
+fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
+    let per = m.per as f64;
+    let n = xs.len();
+    if n == 0 {
+        return Outcome::new(
+            false,
+            text!("0 个样本", "0 samples"),
+            "",
+            text!(
+                "measure() 没有返回任何样本",
+                "measure() returned no samples"
+            ),
+        );
+    }
+    let mut stop: Option<(usize, Option<f64>)> = None;
+    for v in variants {
+        let got = m.sources(v, xs, |x, s| s.gives(x, per));
+        if got.sources.is_some() {
+            return Outcome::new(
+                true,
+                text!(format!("{n}/{n} 来自窗口"), format!("{n}/{n} from windows")),
+                "",
+                text!(
+                    format!("返回的 {n} 个样本依次等于各计时窗口的秒数 ÷ {}（由评分器记录的时钟读数重建）", fmt_num(per)),
+                    format!("all {n} returned samples equal their timed windows' seconds ÷ {} in order (rebuilt from the clock values the grader recorded)", fmt_num(per))
+                ),
+            );
+        }
+        if let Some(u) = got.first_unmatched {
+            if stop.is_none_or(|(k, _)| u.0 > k) {
+                stop = Some(u);
+            }
+        }
+    }
+    if m.windows().is_empty() {
+        return no_timing();
+    }
+    let (k, window) = stop.unwrap_or((0, None));
+    let x = xs[k];
+    let (shown_zh, shown_en) = match window {
+        Some(w) if x != 0.0 => (
+            format!(
+                "，下一个计时窗口是每步 {} s（它的 {:.3} 倍）",
+                fmt_num(w),
+                w / x
+            ),
+            format!(
+                "; the next timed window is {} s per step ({:.3}× it)",
+                fmt_num(w),
+                w / x
+            ),
+        ),
+        Some(w) => (
+            format!("，下一个计时窗口是每步 {} s", fmt_num(w)),
+            format!("; the next timed window is {} s per step", fmt_num(w)),
+        ),
+        None => (
+            "，之后没有计时窗口了".to_string(),
+            "; no timed window is left".to_string(),
+        ),
+    };
+    Outcome::new(
+        false,
+        text!(format!("{k}/{n} 来自窗口"), format!("{k}/{n} from windows")),
+        "",
+        text!(
+            format!(
+                "第 {} 个样本 {} s 不是任何（按顺序的）计时窗口的秒数 ÷ {}{shown_zh}。样本必须是你计时的窗口本身：评分器由它记录的时钟读数重建每个窗口",
+                k + 1,
+                fmt_num(x),
+                fmt_num(per)
+            ),
+            format!(
+                "sample #{} ({} s) is no timed window's seconds ÷ {} (in order){shown_en}. A sample must be the window you timed: the grader rebuilds every window from the clock values it recorded",
+                k + 1,
+                fmt_num(x),
+                fmt_num(per)
+            )
+        ),
+    )
 }
 
 fn no_timing() -> Outcome {
@@ -382,7 +487,10 @@ fn same_inputs(m: &Measurement) -> Outcome {
     )
 }
 
-fn warmup(m: &Measurement, variants: &[String], need: f64) -> Outcome {
+/// The sources of a variant's returned numbers, when the rubric names them and each has one.
+type Held<'a> = dyn Fn(&str) -> Option<Vec<Source>> + 'a;
+
+fn warmup(m: &Measurement, variants: &[String], need: f64, held: &Held) -> Outcome {
     let timed: Vec<&String> = variants
         .iter()
         .filter(|v| !m.timed_of(v).is_empty())
@@ -390,7 +498,13 @@ fn warmup(m: &Measurement, variants: &[String], need: f64) -> Outcome {
     if timed.is_empty() {
         return no_timing();
     }
-    let counts: Vec<(&String, usize)> = timed.iter().map(|v| (*v, m.warmup_of(v))).collect();
+    let counts: Vec<(&String, usize)> = timed
+        .iter()
+        .map(|v| match held(v) {
+            Some(src) => (*v, m.warmup_before(v, &src)),
+            None => (*v, m.warmup_of(v)),
+        })
+        .collect();
     let measured = Text::same(
         counts
             .iter()
@@ -427,25 +541,37 @@ fn warmup(m: &Measurement, variants: &[String], need: f64) -> Outcome {
     )
 }
 
-fn synced(m: &Measurement, variants: &[String]) -> Outcome {
-    let mut ivs = Vec::new();
+fn synced(m: &Measurement, variants: &[String], held: &Held) -> Outcome {
+    // (clock, opening read, closing read) of every window held to the rule
+    let mut ivs: Vec<(String, usize, usize)> = Vec::new();
     for v in variants {
-        for iv in m.timed_of(v) {
-            if !ivs.contains(&iv) {
-                ivs.push(iv);
+        let reads: Vec<(String, usize, usize)> = match held(v) {
+            Some(src) => src
+                .into_iter()
+                .map(|s| (s.clock, s.open, s.close))
+                .collect(),
+            None => m
+                .timed_of(v)
+                .into_iter()
+                .map(|iv| (iv.clock.clone(), iv.open, iv.close))
+                .collect(),
+        };
+        for r in reads {
+            if !ivs.contains(&r) {
+                ivs.push(r);
             }
         }
     }
     if ivs.is_empty() {
         return no_timing();
     }
-    let (mut bad_open, mut bad_close) = (0, 0);
-    for iv in &ivs {
-        let (o, c) = m.synced(iv);
+    let (mut bad_open, mut bad_close, mut bad) = (0, 0, 0);
+    for (clock, open, close) in &ivs {
+        let (o, c) = m.synced_reads(clock, *open, *close);
         bad_open += usize::from(!o);
         bad_close += usize::from(!c);
+        bad += usize::from(!(o && c));
     }
-    let bad = ivs.iter().filter(|iv| m.synced(iv) != (true, true)).count();
     let n = ivs.len();
     let measured = text!(
         format!("{}/{n} 个计时窗口已同步", n - bad),
@@ -473,10 +599,13 @@ fn synced(m: &Measurement, variants: &[String]) -> Outcome {
     )
 }
 
-fn repeats(m: &Measurement, variants: &[String], need: f64, per: usize) -> Outcome {
+fn repeats(m: &Measurement, variants: &[String], need: f64, per: usize, held: &Held) -> Outcome {
     let counts: Vec<(&String, usize)> = variants
         .iter()
-        .map(|v| (v, m.windows_of(v).len()))
+        .map(|v| match held(v) {
+            Some(src) => (v, src.len()),
+            None => (v, m.windows_of(v).len()),
+        })
         .collect();
     let measured = Text::same(
         counts

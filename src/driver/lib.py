@@ -175,10 +175,13 @@ class SimDevice:
     (`variant` optional), `sync` per `sync()`.
     """
 
-    def __init__(self, ctx, host=16 * TICK):
+    def __init__(self, ctx, host=16 * TICK, base=0.0):
         self.ctx = ctx
         self.host = ticks(host)
-        self.now = 0.0  # host time (what the clocks read)
+        # what the clocks read at time 0: a real clock's value (whole ticks, so still exact) hides
+        # that the clock is virtual; lesson 01 hands it the real perf_counter's reading
+        self.base = ticks(base)
+        self.now = 0.0  # host time since the device was made
         self.queue_end = 0.0  # when the device finishes what was enqueued
         self.calls = 0  # work() calls
         self.syncs = 0
@@ -207,7 +210,7 @@ class SimDevice:
         self.now = max(self.now, self.queue_end)
 
     def __enter__(self):
-        self.ctx.virtual_now = lambda: self.now
+        self.ctx.virtual_now = lambda: self.base + self.now
         return self
 
     def __exit__(self, *exc):

@@ -207,6 +207,19 @@ pub struct RatioSpec {
     pub min: Option<Operand>,
     #[serde(default)]
     pub max: Option<Operand>,
+    /// Divide by another ratio: the bounds then hold (num/den) / (per.num/per.den). Two ratios
+    /// from the same measurements: load that stretches one stretches the other (lesson 01: how
+    /// much more tokens/s moved than steps/s is the change in tokens per step, whatever the load).
+    #[serde(default)]
+    pub per: Option<PerRatio>,
+}
+
+/// See `RatioSpec::per`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerRatio {
+    pub num: String,
+    pub den: String,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -233,6 +246,9 @@ pub enum TracePredicate {
     Repeats,
     /// The reported `{stream}.{variant}.{report}` is the median of the variant's windows.
     Median,
+    /// Every number of the list `{stream}.{samples}` is seconds per step of a timed window, in
+    /// window order, rebuilt from the clock values the grader recorded.
+    Samples,
 }
 
 /// One stream name or a list of them: a trace check holds for every stream it names.
@@ -272,6 +288,15 @@ pub struct TraceSpec {
     /// `median`: the reported metric under `{stream}.{variant}.`.
     #[serde(default)]
     pub report: Option<String>,
+    /// The list the call returned, under `{stream}.` (e.g. `samples`): `expect: samples` holds it
+    /// to the windows; `warmup`, `synced` and `repeats` then judge only the windows it came from
+    /// (when every number has one), so a log read elsewhere is not held to the rules.
+    #[serde(default)]
+    pub samples: Option<Box<str>>,
+    /// Only reads of this clock (and its stretches `clock#N`) time windows, when the trace holds
+    /// any: the windows the contract defines (lesson 02: `profiler`).
+    #[serde(default)]
+    pub clock: Option<Box<str>>,
     /// Variants that must each be measured (default: those observed).
     #[serde(default)]
     pub variants: Option<Vec<String>>,
@@ -587,6 +612,12 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 (None, None, Some(TracePredicate::Median)) => match &t.report {
                     Some(_) => Ok(()),
                     None => Err("expect: median needs report: (the metric, e.g. `step_s`)".into()),
+                },
+                (None, None, Some(TracePredicate::Samples)) => match &t.samples {
+                    Some(_) => Ok(()),
+                    None => Err(
+                        "expect: samples needs samples: (the list metric, e.g. `samples`)".into(),
+                    ),
                 },
                 (None, None, Some(_)) => operand(&t.min, "min").map(|_| ()),
                 _ => {
