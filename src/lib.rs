@@ -5,6 +5,7 @@ pub mod checks;
 pub mod cli;
 pub mod course;
 pub mod error;
+pub mod export;
 pub mod gradebook;
 pub mod i18n;
 pub mod measurement;
