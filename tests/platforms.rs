@@ -43,18 +43,17 @@ fn export_zip(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("at least 6 min"), "timeout advice: {stderr}");
+    assert!(
+        stderr.contains("at least 6 min"),
+        "timeout advice: {stderr}"
+    );
     let mut archive = zip::ZipArchive::new(std::fs::File::open(&zip).unwrap()).unwrap();
     (0..archive.len())
         .map(|i| {
             let mut f = archive.by_index(i).unwrap();
             let mut bytes = Vec::new();
             f.read_to_end(&mut bytes).unwrap();
-            (
-                f.name().to_string(),
-                f.unix_mode().unwrap() & 0o777,
-                bytes,
-            )
+            (f.name().to_string(), f.unix_mode().unwrap() & 0o777, bytes)
         })
         .collect()
 }
@@ -65,10 +64,7 @@ fn submissions() -> Vec<(&'static str, Option<(&'static str, Vec<u8>)>)> {
     vec![
         (
             "solution",
-            Some((
-                "exercise.py",
-                read("solutions/04-checkpoint/exercise.py"),
-            )),
+            Some(("exercise.py", read("solutions/04-checkpoint/exercise.py"))),
         ),
         (
             "too_fine",
@@ -155,10 +151,17 @@ fn gradescope_zip_and_autograder() {
     ] {
         assert_eq!(mode(file), 0o644, "{file}");
     }
-    assert!(names.iter().all(|n| n == &"setup.sh"
-        || n == &"run_autograder"
-        || n.starts_with("course/")));
-    for left_out in ["target/", ".venv/", "__pycache__", "tests/", ".git/", ".cache/"] {
+    assert!(names
+        .iter()
+        .all(|n| n == &"setup.sh" || n == &"run_autograder" || n.starts_with("course/")));
+    for left_out in [
+        "target/",
+        ".venv/",
+        "__pycache__",
+        "tests/",
+        ".git/",
+        ".cache/",
+    ] {
         assert!(
             !names.iter().any(|n| n.contains(left_out)),
             "{left_out} in the zip"
@@ -213,7 +216,10 @@ fn gradescope_zip_and_autograder() {
             }
             "too_fine" => {
                 let t = by_id(tests, "one_checkpoint_per_block");
-                assert_eq!((t["status"].as_str(), t["score"].as_f64()), (Some("failed"), Some(0.0)));
+                assert_eq!(
+                    (t["status"].as_str(), t["score"].as_f64()),
+                    (Some("failed"), Some(0.0))
+                );
                 assert!(t["max_score"].as_f64().unwrap() > 0.0);
                 assert_eq!(
                     tests.iter().filter(|t| t["status"] == "failed").count(),
@@ -256,7 +262,10 @@ fn prairielearn_entrypoint() {
         opts["entrypoint"],
         "/course/examples/prairielearn/entrypoint.sh 04-checkpoint"
     );
-    assert!(opts["timeout"].as_u64().unwrap() <= 600, "PrairieLearn's maximum");
+    assert!(
+        opts["timeout"].as_u64().unwrap() <= 600,
+        "PrairieLearn's maximum"
+    );
     let _one = GRADING.lock().unwrap_or_else(|e| e.into_inner());
     for (case, file) in submissions() {
         let _ = std::fs::remove_dir_all(&pl);
@@ -283,10 +292,17 @@ fn prairielearn_entrypoint() {
         validate(&v, &r, case);
         match case {
             "solution" => {
-                assert_eq!((r["gradable"].as_bool(), r["score"].as_f64()), (Some(true), Some(1.0)), "{r:#}");
+                assert_eq!(
+                    (r["gradable"].as_bool(), r["score"].as_f64()),
+                    (Some(true), Some(1.0)),
+                    "{r:#}"
+                );
                 let tests = r["tests"].as_array().unwrap();
                 assert!(tests.iter().all(|t| t["points"] == t["max_points"]));
-                assert!(r["output"].as_str().unwrap().contains("Exercise 04-checkpoint"));
+                assert!(r["output"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Exercise 04-checkpoint"));
             }
             "too_fine" => {
                 let tests = r["tests"].as_array().unwrap();
@@ -294,14 +310,24 @@ fn prairielearn_entrypoint() {
                 assert_eq!(t["points"], 0);
                 assert!(t["max_points"].as_u64().unwrap() > 0);
                 let (got, max) = tests.iter().fold((0.0, 0.0), |(g, m), t| {
-                    (g + t["points"].as_f64().unwrap(), m + t["max_points"].as_f64().unwrap())
+                    (
+                        g + t["points"].as_f64().unwrap(),
+                        m + t["max_points"].as_f64().unwrap(),
+                    )
                 });
                 let score = r["score"].as_f64().unwrap();
-                assert!((score - got / max).abs() < 1e-12, "score = points / max_points");
+                assert!(
+                    (score - got / max).abs() < 1e-12,
+                    "score = points / max_points"
+                );
                 assert!(score > 0.0 && score < 1.0, "{r:#}");
             }
             "crash" => {
-                assert_eq!((r["gradable"].as_bool(), r["score"].as_f64()), (Some(true), Some(0.0)), "{r:#}");
+                assert_eq!(
+                    (r["gradable"].as_bool(), r["score"].as_f64()),
+                    (Some(true), Some(0.0)),
+                    "{r:#}"
+                );
                 assert!(r["output"].as_str().unwrap().contains("boom at import"));
             }
             "missing" => {
@@ -353,7 +379,11 @@ fn grader_failure_still_writes_results() {
             serde_json::from_str(&std::fs::read_to_string(dir.join(results)).unwrap()).unwrap();
         validate(v, &r, script);
         assert!(
-            r["output"].as_str().or(r["message"].as_str()).unwrap().contains("exit 101"),
+            r["output"]
+                .as_str()
+                .or(r["message"].as_str())
+                .unwrap()
+                .contains("exit 101"),
             "{r}"
         );
     }
@@ -410,8 +440,16 @@ fn batch_gradebooks_match_the_schemas() {
         schema("prairielearn-results.schema.json"),
     );
     for st in ["ann", "bob"] {
-        validate(&gs, &read(&format!("gradescope/04-checkpoint/{st}/results.json")), st);
-        validate(&pl, &read(&format!("prairielearn/04-checkpoint/{st}/results.json")), st);
+        validate(
+            &gs,
+            &read(&format!("gradescope/04-checkpoint/{st}/results.json")),
+            st,
+        );
+        validate(
+            &pl,
+            &read(&format!("prairielearn/04-checkpoint/{st}/results.json")),
+            st,
+        );
     }
     let a = read("prairielearn/04-checkpoint/ann/results.json");
     assert_eq!(a["score"].as_f64(), Some(2.0 / 3.0));
@@ -419,7 +457,12 @@ fn batch_gradebooks_match_the_schemas() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|t| (t["points"].as_u64().unwrap(), t["max_points"].as_u64().unwrap()))
+        .map(|t| {
+            (
+                t["points"].as_u64().unwrap(),
+                t["max_points"].as_u64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(points, [(2, 2), (0, 1), (0, 0)]);
     let b = read("prairielearn/04-checkpoint/bob/results.json");

@@ -38,8 +38,15 @@ pub struct Exported {
 
 /// A script with `id` as its default exercise.
 fn fill(script: &str, id: &str) -> String {
-    assert_eq!(script.matches(MARKER).count(), 1, "marker line in the script");
-    script.replace(MARKER, &format!("exercise=${{1:-${{GRADE_EXERCISE:-{id}}}}}"))
+    assert_eq!(
+        script.matches(MARKER).count(),
+        1,
+        "marker line in the script"
+    );
+    script.replace(
+        MARKER,
+        &format!("exercise=${{1:-${{GRADE_EXERCISE:-{id}}}}}"),
+    )
 }
 
 /// Every regular file under `dir`, sorted; hidden entries, `__pycache__` and `.pyc` left out.
@@ -75,7 +82,11 @@ pub fn entries(course: &Course, id: &str) -> Result<Vec<(String, u32, Vec<u8>)>,
     let io = |p: &Path, e: std::io::Error| anyhow::anyhow!("{}: {e}", p.display());
     let mut out = vec![
         ("setup.sh".to_string(), 0o755, fill(SETUP, id).into_bytes()),
-        ("run_autograder".to_string(), 0o755, fill(RUN, id).into_bytes()),
+        (
+            "run_autograder".to_string(),
+            0o755,
+            fill(RUN, id).into_bytes(),
+        ),
     ];
     let mut paths: Vec<PathBuf> = FILES.iter().map(|f| course.root.join(f)).collect();
     for d in DIRS {

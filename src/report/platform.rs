@@ -53,10 +53,7 @@ impl Exporter for PlatformExporter {
         .render(report, lang);
         let rec = record(report);
         let doc = match self.0 {
-            Platform::Gradescope => gradescope::with_output(
-                gradescope::results(&rec),
-                &table,
-            ),
+            Platform::Gradescope => gradescope::with_output(gradescope::results(&rec), &table),
             Platform::Prairielearn => prairielearn::results(&rec, Some(&table)),
         };
         serde_json::to_string_pretty(&doc).expect("json") + "\n"
