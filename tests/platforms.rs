@@ -27,7 +27,7 @@ fn schema(name: &str) -> jsonschema::Validator {
 fn validate(v: &jsonschema::Validator, doc: &Value, what: &str) {
     let errors: Vec<String> = v
         .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path))
+        .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
     assert!(errors.is_empty(), "{what}: {errors:#?}\n{doc:#}");
 }
@@ -53,7 +53,11 @@ fn export_zip(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
             let mut f = archive.by_index(i).unwrap();
             let mut bytes = Vec::new();
             f.read_to_end(&mut bytes).unwrap();
-            (f.name().to_string(), f.unix_mode().unwrap() & 0o777, bytes)
+            (
+                f.name().unwrap().to_string(),
+                f.unix_mode().unwrap() & 0o777,
+                bytes,
+            )
         })
         .collect()
 }
@@ -229,7 +233,17 @@ fn gradescope_zip_and_autograder() {
                 assert!(score > 0.0 && score < max);
             }
             "crash" => {
-                assert_eq!(score, 0.0, "{r:#}");
+                // only the static audit of the source (judged even when the run crashes) passes
+                for t in tests.iter().filter(|t| t["score"].as_f64() > Some(0.0)) {
+                    assert!(
+                        t["name"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with("instruments_intact"),
+                        "{t}"
+                    );
+                }
+                assert!(score < 0.1 * max, "{r:#}");
                 assert!(output.contains("boom at import"), "{output}");
             }
             "missing" => {
@@ -323,11 +337,17 @@ fn prairielearn_entrypoint() {
                 assert!(score > 0.0 && score < 1.0, "{r:#}");
             }
             "crash" => {
-                assert_eq!(
-                    (r["gradable"].as_bool(), r["score"].as_f64()),
-                    (Some(true), Some(0.0)),
-                    "{r:#}"
-                );
+                // gradable: the run was graded (and failed); only the source audit passes
+                assert_eq!(r["gradable"], true, "{r:#}");
+                assert!(r["score"].as_f64().unwrap() < 0.1, "{r:#}");
+                for t in r["tests"].as_array().unwrap() {
+                    if t["points"].as_u64().unwrap() > 0 {
+                        assert!(t["name"]
+                            .as_str()
+                            .unwrap()
+                            .starts_with("instruments_intact"));
+                    }
+                }
                 assert!(r["output"].as_str().unwrap().contains("boom at import"));
             }
             "missing" => {
