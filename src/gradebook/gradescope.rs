@@ -1,7 +1,8 @@
 //! Gradescope autograder output, one `results.json` per student and exercise, per Gradescope's
 //! published format (https://gradescope-autograders.readthedocs.io/en/latest/specs/): top-level
-//! `score`, `execution_time`, `output`, `visibility`, `stdout_visibility`, `tests[]` with `name`, `score`, `max_score`,
-//! `status` (`passed`/`failed`), `output`, `visibility`. A skipped criterion is a test worth 0 of 0.
+//! `score`, `execution_time`, `output`, `visibility`, `stdout_visibility`, `tests[]` with `name`,
+//! `score`, `max_score`, `status` (`passed`/`failed`), `output`, `visibility` (no top-level
+//! `max_score`: the spec has none). A skipped criterion is a test worth 0 of 0.
 //! `grade exercise --format gradescope` (the autograder of `grade export gradescope`) adds the
 //! student's report as `output`; `cannot_grade` is the document for exit 2.
 use super::{write_atomic, Gradebook, GradebookExporter, Record, GRADED};
