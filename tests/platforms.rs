@@ -63,7 +63,10 @@ fn export_zip(dir: &Path) -> Vec<(String, u32, Vec<u8>)> {
 }
 
 /// The four submissions, written into `dir` (`None`: nothing submitted).
-fn submissions() -> Vec<(&'static str, Option<(&'static str, Vec<u8>)>)> {
+/// (case, the file submitted: its name and bytes, or nothing).
+type Submission = (&'static str, Option<(&'static str, Vec<u8>)>);
+
+fn submissions() -> Vec<Submission> {
     let read = |p: &str| std::fs::read(root().join(p)).unwrap();
     vec![
         (
