@@ -48,12 +48,16 @@ pub enum Command {
     #[command(after_help = WATCH_AFTER_HELP)]
     Watch(WatchArgs),
     /// For instructors: grade a whole class (a folder per student, or a NAME.py per student) and
-    /// write gradebooks (records, grades.csv, grades.json, Gradescope, JUnit) into --out.
+    /// write gradebooks (records, grades.csv, grades.json, Gradescope, PrairieLearn, JUnit) into --out.
     #[command(after_help = BATCH_AFTER_HELP)]
     Batch(BatchArgs),
     /// Assemble the gradebooks of a `grade batch --out` folder from whatever records exist (after
     /// sharded runs) and name the students still missing.
     Gradebook(GradebookArgs),
+    /// For instructors: what a grading platform runs (`grade export gradescope ID`: Gradescope's
+    /// autograder zip).
+    #[command(subcommand)]
+    Export(crate::export::ExportCommand),
     /// What changed between two gradebooks (two --out folders or two grades.json), per student and
     /// criterion, with a summary.
     Diff(DiffArgs),

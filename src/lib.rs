@@ -4,6 +4,7 @@ pub mod checks;
 pub mod cli;
 pub mod course;
 pub mod error;
+pub mod export;
 pub mod gradebook;
 pub mod html;
 pub mod i18n;

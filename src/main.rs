@@ -12,9 +12,17 @@ use std::io::IsTerminal;
 
 fn main() {
     let cli = Cli::parse();
+    // `--format gradescope|prairielearn`: the platform reads stdout even when grading fails
+    let platform = match &cli.command {
+        Command::Exercise(a) => report::platform::Platform::of(a.format),
+        _ => None,
+    };
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
+            if let Some(p) = platform {
+                print!("{}", p.cannot_grade(&e.to_string()));
+            }
             eprintln!("grade: error: {e}");
             e.exit_code()
         }
@@ -53,6 +61,7 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
         }
         Command::Gradebook(args) => grade::batch::commands::gradebook(&args),
         Command::Diff(args) => grade::batch::commands::diff(&args),
+        Command::Export(cmd) => grade::export::run(&course, &cmd),
         Command::Report(_) => unreachable!("dispatched above"),
     }
 }

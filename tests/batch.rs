@@ -199,10 +199,9 @@ fn check_exporters(out: &Path) {
     // Gradescope: every required field, for every student
     for st in STUDENTS {
         let r = json(&out.join(format!("gradescope/04-checkpoint/{st}/results.json")));
-        assert!(
-            r["score"].is_number() && r["max_score"].is_number(),
-            "{st}: {r}"
-        );
+        // (no top-level max_score: Gradescope's spec has none; tests/platforms.rs validates
+        // these files against a schema of the documented fields)
+        assert!(r["score"].is_number(), "{st}: {r}");
         assert!(r["output"].is_string() && r["visibility"].is_string());
         for t in r["tests"].as_array().unwrap() {
             for f in ["name", "output", "visibility", "status"] {

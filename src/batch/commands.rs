@@ -70,7 +70,7 @@ pub fn batch(
         );
     }
     eprintln!(
-        "gradebooks in {} (grades.csv, grades.json, junit.xml, gradescope/) / 成绩册已写入",
+        "gradebooks in {} (grades.csv, grades.json, junit.xml, gradescope/, prairielearn/) / 成绩册已写入",
         opts.out.display()
     );
     Ok(super::exit_code(&outcome))

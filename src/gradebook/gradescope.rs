@@ -1,15 +1,19 @@
 //! Gradescope autograder output, one `results.json` per student and exercise, per Gradescope's
 //! published format (https://gradescope-autograders.readthedocs.io/en/latest/specs/): top-level
-//! `score`, `max_score`, `output`, `visibility`, `tests[]` with `name`, `score`, `max_score`,
-//! `status` (`passed`/`failed`), `output`, `visibility`. A skipped criterion is a test worth 0 of 0.
+//! `score`, `execution_time`, `output`, `visibility`, `stdout_visibility`, `tests[]` with `name`,
+//! `score`, `max_score`, `status` (`passed`/`failed`), `output`, `visibility` (no top-level
+//! `max_score`: the spec has none). A skipped criterion is a test worth 0 of 0.
+//! `grade exercise --format gradescope` (the autograder of `grade export gradescope`) adds the
+//! student's report as `output`; `cannot_grade` is the document for exit 2.
 use super::{write_atomic, Gradebook, GradebookExporter, Record, GRADED};
 use serde_json::{json, Value};
 use std::path::Path;
 
 pub struct GradescopeExporter;
 
-/// `class_max`: what a no-submission row is out of (the most a graded record is worth).
-pub fn results(r: &Record, class_max: u32) -> Value {
+/// Gradescope takes the submission's maximum from the assignment's points; the tests carry each
+/// criterion's `max_score`.
+pub fn results(r: &Record) -> Value {
     let tests: Vec<Value> = r
         .verdicts
         .iter()
@@ -48,7 +52,6 @@ pub fn results(r: &Record, class_max: u32) -> Value {
     };
     json!({
         "score": r.summary.points as f64,
-        "max_score": if r.outcome == GRADED { r.summary.max_points } else { class_max } as f64,
         "execution_time": r.run_s.round() as u64,
         "output": output,
         "visibility": "visible",
@@ -68,10 +71,36 @@ impl GradebookExporter for GradescopeExporter {
                 .join(&r.exercise)
                 .join(&r.student)
                 .join("results.json");
-            let text =
-                serde_json::to_string_pretty(&results(r, book.max_points(&r.exercise)))? + "\n";
+            let text = serde_json::to_string_pretty(&results(r))? + "\n";
             write_atomic(&path, text.as_bytes())?;
         }
         Ok(())
     }
+}
+
+/// `results` with the student's report as the top-level `output`, as a Markdown code block
+/// (`output_format: md`), so the report's columns stay aligned on Gradescope's page.
+pub fn with_output(mut doc: Value, report: &str) -> Value {
+    // a fence longer than any run of backticks in the report (its stderr tail is the student's)
+    let longest = report
+        .split(|ch| ch != '`')
+        .map(str::len)
+        .max()
+        .unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    doc["output"] = format!("{fence}text\n{}\n{fence}", report.trim_end()).into();
+    doc["output_format"] = "md".into();
+    doc
+}
+
+/// The submission could not be graded (`grade` exit 2): score 0, the reason as the top-level
+/// `output` (students and the instructor see it; the grader's stderr is in Gradescope's stdout).
+pub fn cannot_grade(message: &str) -> Value {
+    json!({
+        "score": 0.0,
+        "output": message,
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "tests": [],
+    })
 }

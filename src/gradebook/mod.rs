@@ -1,5 +1,5 @@
 //! Gradebooks (issue 8): per-student records in `--out`, and the files assembled from them
-//! (`grades.csv`, `grades.json`, Gradescope `results.json`, JUnit XML), one exporter per file
+//! (`grades.csv`, `grades.json`, Gradescope and PrairieLearn `results.json`, JUnit XML), one exporter per file
 //! behind `GradebookExporter`. Every file is written atomically (temp file + rename), so a killed
 //! batch leaves whole records or none.
 //!
@@ -9,12 +9,14 @@
 //! records/<exercise>/<student>.json   the report of `grade exercise --format json` + student, key
 //! grades.csv  grades.json  junit.xml
 //! gradescope/<exercise>/<student>/results.json
+//! prairielearn/<exercise>/<student>/results.json
 //! ```
 pub mod csv;
 pub mod diff;
 pub mod gradescope;
 pub mod json;
 pub mod junit;
+pub mod prairielearn;
 
 use crate::i18n::Text;
 use serde::{Deserialize, Serialize};
@@ -212,6 +214,7 @@ pub fn exporters() -> Vec<Box<dyn GradebookExporter>> {
         Box::new(json::JsonExporter),
         Box::new(gradescope::GradescopeExporter),
         Box::new(junit::JunitExporter),
+        Box::new(prairielearn::PrairielearnExporter),
     ]
 }
 

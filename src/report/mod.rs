@@ -1,6 +1,7 @@
 //! Reports: one `Report` per graded run, rendered by one exporter per format behind `Exporter`.
 pub mod evidence;
 pub mod json;
+pub mod platform;
 pub mod table;
 pub mod yaml;
 
@@ -86,6 +87,10 @@ pub enum Format {
     Table,
     Json,
     Yaml,
+    /// Gradescope's results.json (what its autograder writes): one test per criterion
+    Gradescope,
+    /// PrairieLearn's external-grading results.json: score in [0, 1], one test per criterion
+    Prairielearn,
 }
 
 /// Renders a report for people or machines.
@@ -104,5 +109,9 @@ pub fn exporter_with(format: Format, color: bool, verbose: bool) -> Box<dyn Expo
         Format::Table => Box::new(table::TableExporter { color, verbose }),
         Format::Json => Box::new(json::JsonExporter),
         Format::Yaml => Box::new(yaml::YamlExporter),
+        Format::Gradescope => Box::new(platform::PlatformExporter(platform::Platform::Gradescope)),
+        Format::Prairielearn => {
+            Box::new(platform::PlatformExporter(platform::Platform::Prairielearn))
+        }
     }
 }
