@@ -1,13 +1,13 @@
 //! `grade` — the pipeline: spec → workload → run → reference → checks → report.
 //! Stages 1–5 are `pipeline::grade`; `grade check` runs them over a whole course.
 use clap::Parser;
-use grade::selftest::{self, CheckOptions};
 use grade::cli::{CheckArgs, CheckFormat, Cli, Command, ExerciseArgs};
 use grade::course::Course;
 use grade::error::GradeError;
 use grade::pipeline::{self, GradeRequest};
 use grade::report;
 use grade::runner::{zygote::ZygoteExecutor, Executor, PythonExecutor};
+use grade::selftest::{self, CheckOptions};
 use std::io::IsTerminal;
 
 fn main() {

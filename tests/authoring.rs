@@ -36,13 +36,23 @@ fn a_lesson_made_only_of_files_is_found_proved_graded_and_batched() {
     for rel in ["exercises", "solutions", "rubrics"] {
         support::copy_dir(&root().join(rel), &course.path().join(rel));
     }
-    std::fs::copy(root().join("course.yaml"), course.path().join("course.yaml")).unwrap();
-    support::copy_dir(&root().join("tests/fixtures/authoring/07-mixed"), course.path());
+    std::fs::copy(
+        root().join("course.yaml"),
+        course.path().join("course.yaml"),
+    )
+    .unwrap();
+    support::copy_dir(
+        &root().join("tests/fixtures/authoring/07-mixed"),
+        course.path(),
+    );
     let c = course.path();
 
     let (code, stdout, _) = grade(c, &["list"]);
     assert_eq!(code, 0);
-    assert!(stdout.contains("07-mixed") && stdout.contains("混合精度"), "{stdout}");
+    assert!(
+        stdout.contains("07-mixed") && stdout.contains("混合精度"),
+        "{stdout}"
+    );
 
     // grade check: the solution passes, the starter fails, each fixture fails exactly its
     // expected.yaml criteria, the rubric's criteria are all caught, the README's 常见错误 mapped
@@ -56,12 +66,24 @@ fn a_lesson_made_only_of_files_is_found_proved_graded_and_batched() {
     // grade exercise
     let (code, stdout, stderr) = grade(
         c,
-        &["exercise", "07-mixed", "--solution", "--format", "json", "--seed", "7"],
+        &[
+            "exercise",
+            "07-mixed",
+            "--solution",
+            "--format",
+            "json",
+            "--seed",
+            "7",
+        ],
     );
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let r: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(r["exercise"], "07-mixed");
-    assert!(r["verdicts"].as_array().unwrap().iter().all(|v| v["status"] == "PASS"));
+    assert!(r["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|v| v["status"] == "PASS"));
 
     // grade batch --all: a class whose one student did lesson 07 only
     let class = tempfile::tempdir().unwrap();
@@ -84,7 +106,10 @@ fn a_lesson_made_only_of_files_is_found_proved_graded_and_batched() {
             "1",
         ],
     );
-    assert_eq!(code, 1, "the other lessons have no submission: {stdout}\n{stderr}");
+    assert_eq!(
+        code, 1,
+        "the other lessons have no submission: {stdout}\n{stderr}"
+    );
     let roster: Value =
         serde_json::from_str(&std::fs::read_to_string(out.path().join("roster.json")).unwrap())
             .unwrap();

@@ -211,7 +211,12 @@ fn timed_calls(durations: &[f64]) -> Vec<Event> {
     ev
 }
 
-fn judge_call_windows(events: Vec<Event>, first: f64, steady: &[f64], calls: usize) -> checks::Outcome {
+fn judge_call_windows(
+    events: Vec<Event>,
+    first: f64,
+    steady: &[f64],
+    calls: usize,
+) -> checks::Outcome {
     let ex = exercise();
     let mut ev = Evidence::default();
     ev.obs.traces.insert("real.eager".into(), events);

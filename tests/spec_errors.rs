@@ -69,8 +69,21 @@ fn unknown_check_kind_lists_the_kinds() {
     assert!(e.starts_with("FILE:6:7:"), "{e}");
     assert!(e.contains("unknown variant `ration`"), "{e}");
     for kind in [
-        "close", "ratio", "range", "trace", "answer", "audit", "reproducible", "series", "stats",
-        "break_even", "ledger", "growth", "ranking", "step_time", "all",
+        "close",
+        "ratio",
+        "range",
+        "trace",
+        "answer",
+        "audit",
+        "reproducible",
+        "series",
+        "stats",
+        "break_even",
+        "ledger",
+        "growth",
+        "ranking",
+        "step_time",
+        "all",
     ] {
         assert!(e.contains(&format!("`{kind}`")), "{kind} in: {e}");
     }
@@ -237,12 +250,21 @@ fn lessons_are_discovered_and_ordered_by_course_yaml() {
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.starts_with("测试课程  /  A test course"), "{stdout}");
     let at = |id: &str| stdout.find(id).unwrap_or(usize::MAX);
-    assert!(at("04-checkpoint") < at("02-broken"), "course.yaml's order: {stdout}");
+    assert!(
+        at("04-checkpoint") < at("02-broken"),
+        "course.yaml's order: {stdout}"
+    );
     assert!(!stdout.contains("00-notes"), "{stdout}");
-    assert!(stdout.contains("02-broken") && stdout.contains("exercise.yaml:2:"), "{stdout}");
+    assert!(
+        stdout.contains("02-broken") && stdout.contains("exercise.yaml:2:"),
+        "{stdout}"
+    );
     let (code, _, stderr) = grade(p, &["exercise", "02-broken"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("exercises/02-broken/exercise.yaml:2:"), "{stderr}");
+    assert!(
+        stderr.contains("exercises/02-broken/exercise.yaml:2:"),
+        "{stderr}"
+    );
     std::fs::write(p.join("course.yaml"), "order: 3\n").unwrap();
     let (code, _, stderr) = grade(p, &["list"]);
     assert_eq!(code, 2);

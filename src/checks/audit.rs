@@ -67,8 +67,14 @@ pub fn evaluate(env: &Env) -> Outcome {
         (None, true) => format!("第 {} 行 ", f.line),
         (None, false) => format!("line {}: ", f.line),
     };
-    let zh: Vec<String> = shown.iter().map(|f| format!("{}{}", at(f, true), f.zh)).collect();
-    let en: Vec<String> = shown.iter().map(|f| format!("{}{}", at(f, false), f.en)).collect();
+    let zh: Vec<String> = shown
+        .iter()
+        .map(|f| format!("{}{}", at(f, true), f.zh))
+        .collect();
+    let en: Vec<String> = shown
+        .iter()
+        .map(|f| format!("{}{}", at(f, false), f.en))
+        .collect();
     Outcome::new(
         false,
         text!(

@@ -3,11 +3,11 @@
 pub mod answer;
 pub mod audit;
 pub mod break_even;
+pub mod call_windows;
 pub mod close;
 pub mod growth;
 pub mod ledger;
 pub mod profiler;
-pub mod call_windows;
 pub mod range;
 pub mod ranking;
 pub mod ratio;

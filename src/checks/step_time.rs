@@ -14,8 +14,16 @@ use serde_json::Value;
 
 pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
     let bound = text!(
-        format!("报告值 ∈ [{} × 最短, {} × 最长]（评分器时钟，同一窗口）", fmt_num(spec.min), fmt_num(spec.max)),
-        format!("reported ∈ [{} × shortest, {} × longest] (the grader's clock, same windows)", fmt_num(spec.min), fmt_num(spec.max))
+        format!(
+            "报告值 ∈ [{} × 最短, {} × 最长]（评分器时钟，同一窗口）",
+            fmt_num(spec.min),
+            fmt_num(spec.max)
+        ),
+        format!(
+            "reported ∈ [{} × shortest, {} × longest] (the grader's clock, same windows)",
+            fmt_num(spec.min),
+            fmt_num(spec.max)
+        )
     );
     let mut parts = Vec::new();
     let mut bad = Vec::new();
