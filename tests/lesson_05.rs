@@ -526,7 +526,7 @@ fn eager_calls_fail_whatever_was_compiled() {
     assert!(
         v["no_recompile_storm"]
             .1
-            .contains("0 `call` events, expected = 4"),
+            .contains("0 `call` events (compiled=true), expected = 4"),
         "{}",
         v["no_recompile_storm"].1
     );
