@@ -2,8 +2,10 @@
 //! (exit 1, naming the file and the criterion) or refused (exit 2 with `file:line:column`).
 //! To stay cheap, runs grade only the submission the break concerns (`--only`); the static
 //! checks (expected.yaml, coverage, common mistakes) always run in full.
+mod support;
+
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn root() -> PathBuf {
@@ -11,21 +13,6 @@ fn root() -> PathBuf {
 }
 
 const EX: &str = "04-checkpoint";
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if src.is_dir() {
-            if entry.file_name() != "__pycache__" {
-                copy_dir(&src, &dst);
-            }
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
 
 /// A throwaway course: the real exercises, solutions, rubrics and lesson fixtures.
 struct CourseCopy(tempfile::TempDir);
@@ -39,7 +26,7 @@ impl CourseCopy {
             "rubrics",
             "tests/fixtures/04-checkpoint",
         ] {
-            copy_dir(&root().join(rel), &dir.path().join(rel));
+            support::copy_dir(&root().join(rel), &dir.path().join(rel));
         }
         CourseCopy(dir)
     }

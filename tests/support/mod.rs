@@ -21,7 +21,6 @@ pub fn verdict_table(report: &Value) -> String {
 }
 
 /// Copy a folder tree (without `__pycache__`).
-#[allow(dead_code)]
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
