@@ -99,7 +99,6 @@ fn parse_into(
                     )));
                 }
                 rx.obs.driver_s = secs.parse().unwrap_or(0.0);
-                asm.finish(&mut rx)?;
                 rx.complete = true;
                 return Ok(Some(rx));
             }
@@ -222,11 +221,6 @@ impl Assembler {
             }
             _ => return Err(bad(&format!("an unknown record `{op}`"))),
         }
-        Ok(())
-    }
-
-    fn finish(&mut self, _rx: &mut Received) -> Result<(), Text> {
-        // events of a stream never named belong to no trace (a probe that failed mid-window)
         Ok(())
     }
 }
