@@ -5,6 +5,7 @@
 pub mod charts;
 pub mod class;
 pub mod lessons;
+pub mod pictures;
 
 use crate::i18n::{Lang, Text};
 use crate::report::evidence::Observed;

@@ -1,6 +1,7 @@
 //! `exercises/NN-name/exercise.yaml`: the exercise's model, workload and scenario parameters.
 use super::{load_yaml, spec_error};
 use crate::error::GradeError;
+use crate::html::pictures::Picture;
 use crate::i18n::Text;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -69,8 +70,48 @@ pub struct Exercise {
     /// audit's per-lesson allowance, e.g. `torch._dynamo.config` for lesson 05's recompile limits).
     #[serde(default)]
     pub audit_allow: Vec<String>,
+    /// The lesson's pictures in a report page (`--html`, `grade report`), drawn from the recorded
+    /// evidence: one picture kind each (`src/html/pictures/`). Grading ignores it.
+    #[serde(
+        default,
+        deserialize_with = "crate::html::pictures::deserialize_list",
+        serialize_with = "crate::html::pictures::serialize_list",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub pictures: Vec<Picture>,
     #[serde(skip)]
     pub dir: PathBuf,
+}
+
+/// A picture's semantic error, located at `needle` inside the `i`-th entry of `pictures:` (else
+/// at the entry, else at `pictures:`).
+fn picture_error(path: &Path, text: &str, i: usize, needle: &str, message: String) -> GradeError {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with("pictures:"))
+        .unwrap_or(0);
+    // entries are the lines of the list's own indentation that start with `- `
+    let indent = lines[start + 1..]
+        .iter()
+        .find_map(|l| l.trim_start().starts_with("- ").then(|| l.len() - l.trim_start().len()));
+    let entries: Vec<usize> = (start + 1..lines.len())
+        .filter(|&n| {
+            let l = lines[n];
+            Some(l.len() - l.trim_start().len()) == indent && l.trim_start().starts_with("- ")
+        })
+        .collect();
+    let from = entries.get(i).copied().unwrap_or(start);
+    let to = entries.get(i + 1).copied().unwrap_or(lines.len());
+    let (line, column) = (from..to)
+        .find_map(|n| lines[n].find(needle).map(|c| (n + 1, c + 1)))
+        .unwrap_or((from + 1, 1));
+    GradeError::Spec {
+        path: path.to_path_buf(),
+        line,
+        column,
+        message: format!("pictures[{i}]: {message}"),
+    }
 }
 
 impl Exercise {
@@ -164,6 +205,11 @@ impl Exercise {
                     },
                     "each entry of mistakes: needs zh, en and at least one criterion id".into(),
                 ));
+            }
+        }
+        for (i, p) in ex.pictures.iter().enumerate() {
+            if let Err((message, needle)) = p.validate() {
+                return Err(picture_error(&path, &text, i, &needle, message));
             }
         }
         let dir_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
