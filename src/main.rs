@@ -114,7 +114,8 @@ fn grade_exercise(
         report::exporter_with(args.format, color, args.verbose).render(&report, args.lang)
     );
     if let Some(path) = &args.html {
-        let page = grade::html::exercise_page(&report, args.lang);
+        let pictures = grade::html::lesson(Some(course), &args.id).map(|e| e.pictures);
+        let page = grade::html::exercise_page(&report, &pictures.unwrap_or_default(), args.lang);
         grade::gradebook::write_atomic(path, page.as_bytes())?;
         eprintln!("HTML report / 网页报告: {}", path.display());
     }

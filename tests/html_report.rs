@@ -4,7 +4,7 @@
 //! seeds redacted), and a class of 30 written well under a second. The same pages rendered in a
 //! real browser: tests/batch.rs.
 use grade::gradebook::json::GradesJson;
-use grade::html::{self, charts, lessons, View};
+use grade::html::{self, charts, charts::Chart, pictures, View};
 use grade::i18n::Lang;
 use grade::observations::Observations;
 use grade::report::evidence::Observed;
@@ -76,6 +76,12 @@ fn regex_lite(s: &str, open: &str, close: &str, with: &str) -> String {
     out
 }
 
+/// The pictures lesson `ex`'s exercise.yaml declares, drawn from `ev`.
+fn lesson_charts(ex: &str, ev: &Observed, lang: Lang) -> Vec<Chart> {
+    let spec = grade::spec::Exercise::load(&root().join("exercises").join(ex)).unwrap();
+    pictures::draw(&spec.pictures, ev, lang)
+}
+
 fn cell(rows: &[Vec<String>], row: &str, col: usize) -> String {
     rows.iter()
         .find(|r| r[0] == row)
@@ -96,7 +102,7 @@ fn every_lesson_draws_its_pictures_from_recorded_observations() {
     ];
     for (ex, n) in expect {
         let ev = recorded(&format!("{ex}.solution"));
-        let cs = lessons::charts(ex, &ev, Lang::En);
+        let cs = lesson_charts(ex, &ev, Lang::En);
         assert_eq!(
             cs.len(),
             n,
@@ -121,18 +127,18 @@ fn every_lesson_draws_its_pictures_from_recorded_observations() {
             );
         }
         // the starter records (almost) nothing: no picture of nothing, no panic
-        let starter = lessons::charts(ex, &recorded(&format!("{ex}.starter")), Lang::Zh);
+        let starter = lesson_charts(ex, &recorded(&format!("{ex}.starter")), Lang::Zh);
         assert!(starter.len() <= n, "{ex} starter");
     }
     // the numbers are the recorded ones
     let ev = recorded("04-checkpoint.solution");
-    let cs = lessons::charts("04-checkpoint", &ev, Lang::En);
+    let cs = lesson_charts("04-checkpoint", &ev, Lang::En);
     assert_eq!(cell(&cs[0].rows, "off", 1), mib(11334148.0));
     assert_eq!(cell(&cs[0].rows, "on", 1), mib(1323524.0));
     let on_step = ev.metrics["compare.run1.on.step_s"].as_f64().unwrap();
     assert_eq!(cell(&cs[1].rows, "on", 2), charts::fmt(on_step * 1e3));
     let ev = recorded("03-memory.solution");
-    let cs = lessons::charts("03-memory", &ev, Lang::En);
+    let cs = lesson_charts("03-memory", &ev, Lang::En);
     let state = ev.metrics["ledger.adam.optimizer_state"].as_f64().unwrap();
     assert_eq!(cell(&cs[0].rows, "adam yours", 3), mib(state));
     assert!(
@@ -143,7 +149,7 @@ fn every_lesson_draws_its_pictures_from_recorded_observations() {
     // 06 per step: the exercise's params say how many steps each run took (8 and 16)
     let ex = grade::spec::Exercise::load(&root().join("exercises/06-sync")).unwrap();
     let ev = recorded("06-sync.solution").with_params(&ex.params);
-    let cs = lessons::charts("06-sync", &ev, Lang::En);
+    let cs = lesson_charts("06-sync", &ev, Lang::En);
     assert_eq!(
         cs[0].rows,
         vec![
@@ -155,26 +161,26 @@ fn every_lesson_draws_its_pictures_from_recorded_observations() {
     assert!(cs[1]
         .title
         .starts_with("Constants created in the loop per step"));
-    let cs = lessons::charts("06-sync", &recorded("06-sync.solution"), Lang::En);
+    let cs = lesson_charts("06-sync", &recorded("06-sync.solution"), Lang::En);
     assert_eq!(
         cs[0].rows[0],
         vec!["short", "26", "2"],
         "per run without params"
     );
     let ev = recorded("05-compile.solution");
-    let cs = lessons::charts("05-compile", &ev, Lang::En);
+    let cs = lesson_charts("05-compile", &ev, Lang::En);
     let first = ev.metrics["real.compiled.first_s"].as_f64().unwrap();
     assert_eq!(cell(&cs[0].rows, "first", 2), charts::fmt(first));
     assert_eq!(cs.len(), 2, "first vs steady, and the break-even picture");
     let ev = recorded("02-profiler.solution");
-    let cs = lessons::charts("02-profiler", &ev, Lang::En);
+    let cs = lesson_charts("02-profiler", &ev, Lang::En);
     assert_eq!(cs[0].rows[0][0], "aten::mm");
     let mm = &ev.rows["top_ops.run1.top3"][0];
     assert_eq!(mm["name"], "aten::mm");
     let us = mm["self_us"].as_f64().unwrap();
     assert_eq!(cs[0].rows[0][1], charts::fmt(us / 1e3));
     let ev = recorded("01-metrics.solution");
-    let cs = lessons::charts("01-metrics", &ev, Lang::En);
+    let cs = lesson_charts("01-metrics", &ev, Lang::En);
     assert_eq!(
         cs[0].rows.len(),
         3 + 3 + 2,
@@ -335,8 +341,10 @@ fn thirty_students_in_well_under_a_second() {
         .map(|(i, n)| (n.as_str(), Some(if i % 3 == 0 { fail } else { pass })))
         .collect();
     class(tmp.path(), &rows, &[]);
+    // with the course: each report's pictures (its exercise.yaml read once per lesson) drawn too
+    let course = grade::course::Course::locate(Some(root())).unwrap();
     let t0 = Instant::now();
-    let path = html::class::write_class(tmp.path(), None, Lang::Zh, None).unwrap();
+    let path = html::class::write_class(tmp.path(), Some(&course), Lang::Zh, None).unwrap();
     let took = t0.elapsed().as_secs_f64();
     let page = std::fs::read_to_string(path).unwrap();
     eprintln!(
@@ -346,6 +354,7 @@ fn thirty_students_in_well_under_a_second() {
     );
     assert!(took < 0.5, "{took:.3} s for a class of 30 (debug build)");
     assert_eq!(page.matches("<tr data-student=").count(), 30);
+    assert!(page.matches("<figure").count() >= 2 * 30, "the lesson's pictures");
     assert!(
         page.contains("10/30") || page.contains("20/30"),
         "pass rates out of 30"
@@ -357,7 +366,10 @@ fn exercise_page_of_one_report() {
     let ev = recorded("04-checkpoint.solution");
     let rec = record("ann", &["PASS", "FAIL", "PASS"], &ev);
     let v: View = serde_json::from_value(rec).unwrap();
-    let page = html::view_page(&v, Lang::En);
+    let spec = grade::spec::Exercise::load(&root().join("exercises/04-checkpoint")).unwrap();
+    // a lesson the course lacks (no exercise.yaml to read pictures from) has none
+    assert_eq!(html::view_page(&v, &[], Lang::En).matches("<figure").count(), 0);
+    let page = html::view_page(&v, &spec.pictures, Lang::En);
     assert!(page.contains("<html lang=\"en\">"));
     assert_eq!(page.matches("<figure").count(), 2);
     assert!(page.contains("Activations saved for backward: checkpointing off vs on"));

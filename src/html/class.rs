@@ -3,7 +3,7 @@
 //! student's full report), and the page of a `grade diff` of two gradebooks. Reads records only;
 //! runs nothing.
 use super::charts::{self, Chart};
-use super::{figure, l, page, report_body, status_word, View};
+use super::{figure, l, lesson, page, report_body, status_word, View};
 use crate::course::Course;
 use crate::gradebook::json::GradesJson;
 use crate::gradebook::{self, Gradebook, Record, GRADED};
@@ -33,10 +33,10 @@ fn anchor(parts: &[&str]) -> String {
 }
 
 /// The README's common mistakes (`mistakes:` of exercise.yaml) per criterion id.
-fn mistakes(course: Option<&Course>, exercise: &str) -> BTreeMap<String, Vec<Text>> {
+fn mistakes(spec: Option<&Exercise>) -> BTreeMap<String, Vec<Text>> {
     let mut m: BTreeMap<String, Vec<Text>> = BTreeMap::new();
-    if let Some(ex) = course.and_then(|c| Exercise::load(&c.exercise_dir(exercise)).ok()) {
-        for mi in ex.mistakes {
+    if let Some(ex) = spec {
+        for mi in &ex.mistakes {
             for c in &mi.criteria {
                 m.entry(c.clone())
                     .or_default()
@@ -122,7 +122,9 @@ fn exercise_section(
     lang: Lang,
 ) -> Markup {
     let crits = criteria(views, ex);
-    let mist = mistakes(course, ex);
+    let spec = lesson(course, ex);
+    let mist = mistakes(spec.as_ref());
+    let pictures = spec.as_ref().map_or(&[][..], |s| &s.pictures[..]);
     let students = &book.roster.students;
     let view = |s: &String| views.get(&(s.clone(), ex.to_string()));
     let status = |s: &String, id: &str| -> Option<String> {
@@ -325,7 +327,7 @@ fn exercise_section(
                         }
                     }
                     @match v {
-                        Some(v) if v.graded() => (report_body(v, lang)),
+                        Some(v) if v.graded() => (report_body(v, pictures, lang)),
                         Some(v) => p { (l(lang, "没有找到这位学生的提交。", "No submission was found for this student.")) " seed: " code.seed { (v.seed) } },
                         None => p { (l(lang, "这一行还没有记录（运行缺少的分片，或 `grade batch --resume`）。", "No record for this row yet (run the missing shards, or `grade batch --resume`).")) },
                     }

@@ -1,16 +1,19 @@
 //! HTML reports (issue 20): one self-contained page (inline CSS, inline SVG charts, a few lines
 //! of inline JS for sorting; no network) for one graded submission (`grade exercise --html`) and
 //! for a class (`grade report`, in `class`). Markup by `maud`, charts by `charts` (plotters),
-//! the pictures each lesson allows by `lessons`, all drawn from recorded evidence.
+//! a lesson's pictures by `pictures` (declared in its exercise.yaml), all drawn from recorded
+//! evidence.
 pub mod charts;
 pub mod class;
-pub mod lessons;
 pub mod pictures;
 
+use crate::course::Course;
 use crate::i18n::{Lang, Text};
 use crate::report::evidence::Observed;
 use crate::report::Report;
+use crate::spec::Exercise;
 use charts::Chart;
+use pictures::Picture;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -80,6 +83,14 @@ impl View {
             .as_deref()
             .is_none_or(|o| o == crate::gradebook::GRADED)
     }
+}
+
+/// Lesson `id`'s exercise.yaml when `course` has that lesson and it loads (a record of a lesson
+/// the course lacks has no pictures, no mapped mistakes).
+pub fn lesson(course: Option<&Course>, id: &str) -> Option<Exercise> {
+    let course = course?;
+    course.check_id(id).ok()?;
+    Exercise::load(&course.exercise_dir(id)).ok()
 }
 
 /// Picks the language of a label.
@@ -229,8 +240,8 @@ pub(crate) fn status_word(status: &str, lang: Lang) -> String {
 
 /// The full report of one submission: verdicts (measured against bound, why, the mistake each
 /// catches), failed probes, stderr tail, seed, the regrade command and the lesson's pictures.
-pub(crate) fn report_body(v: &View, lang: Lang) -> Markup {
-    let charts = lessons::charts(&v.exercise, &v.evidence, lang);
+pub(crate) fn report_body(v: &View, pictures: &[Picture], lang: Lang) -> Markup {
+    let charts = pictures::draw(pictures, &v.evidence, lang);
     html! {
         p.meta {
             (l(lang, "设备", "device")) ": " (v.device) " · seed: " code.seed { (v.seed) }
@@ -288,20 +299,21 @@ pub(crate) fn report_body(v: &View, lang: Lang) -> Markup {
     }
 }
 
-/// `grade exercise ID --html FILE`: the page of one graded submission.
-pub fn exercise_page(report: &Report, lang: Lang) -> String {
-    view_page(&View::of(report), lang)
+/// `grade exercise ID --html FILE`: the page of one graded submission, with `pictures` (its
+/// exercise.yaml's).
+pub fn exercise_page(report: &Report, pictures: &[Picture], lang: Lang) -> String {
+    view_page(&View::of(report), pictures, lang)
 }
 
 /// The page of one report as read back (a record, a `--format json` report).
-pub fn view_page(v: &View, lang: Lang) -> String {
+pub fn view_page(v: &View, pictures: &[Picture], lang: Lang) -> String {
     let title = format!("{} — {}", v.exercise, v.title.get(lang));
     page(
         &title,
         lang,
         html! {
             h1 { (title) }
-            (report_body(v, lang))
+            (report_body(v, pictures, lang))
         },
     )
 }
