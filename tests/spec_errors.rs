@@ -350,3 +350,47 @@ fn device_cuda_grades_where_cuda_exists_and_exits_2_elsewhere() {
         assert!(stderr.contains("CUDA is not available"), "{stderr}");
     }
 }
+
+/// `pictures:` of exercise.yaml (a lesson's pictures as data) is validated when the lesson loads:
+/// an unknown picture kind and a malformed entry are spec errors at `file:line:column` (exit 2).
+#[test]
+fn bad_pictures_exit_2_located() {
+    let course = course_copy();
+    let path = course.path().join("exercises/04-checkpoint/exercise.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line_of = |t: &str, needle: &str| t.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    // an unknown kind: serde names the kinds there are
+    let bad = text.replacen("  - bars:", "  - pie:", 1);
+    std::fs::write(&path, &bad).unwrap();
+    let (code, stdout, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--solution"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    let want = format!("{}:{}:", path.display(), line_of(&bad, "  - pie:"));
+    assert!(stderr.contains(&want), "want {want} in: {stderr}");
+    for kind in ["unknown variant `pie`", "bars", "points", "ranked", "sweep", "break_even"] {
+        assert!(stderr.contains(kind), "{kind} in: {stderr}");
+    }
+    // a well-formed entry that cannot be drawn: the second picture's series `yours` has no
+    // value; located at `yours` inside that entry, not at the first picture's `yours`
+    let bad = text.replacen(", value: \"compare.run1.{category}.step_s\"", "", 1);
+    assert_ne!(bad, text);
+    std::fs::write(&path, &bad).unwrap();
+    let e = Exercise::load(path.parent().unwrap()).unwrap_err();
+    let line = bad
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("key: yours"))
+        .nth(1)
+        .unwrap()
+        .0
+        + 1;
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("exercise.yaml:{line}:")),
+        "line {line}: {msg}"
+    );
+    assert!(
+        msg.contains("pictures[1]: bars: no value for category `off`, series `yours`"),
+        "{msg}"
+    );
+    assert_eq!(e.exit_code(), 2);
+}
