@@ -3,7 +3,8 @@
 //! check kinds, two fixtures and expected.yaml (`tests/fixtures/authoring/07-mixed/`, mixed
 //! precision: bf16 autocast vs fp32 on TinyGPT) — is added to a copy of the course exactly as
 //! ARCHITECTURE.md's "Adding a lesson" says, with no Rust change and no rebuild: `grade list`
-//! finds it, `grade check` proves it, `grade exercise` grades it, `grade batch --all` includes it.
+//! finds it, `grade check` proves it, `grade exercise` grades it (its `--html` page shows the
+//! picture its exercise.yaml declares), `grade batch --all` includes it.
 mod support;
 
 use serde_json::Value;
@@ -63,7 +64,8 @@ fn a_lesson_made_only_of_files_is_found_proved_graded_and_batched() {
     assert_eq!(ex["id"], "07-mixed");
     assert_eq!(ex["surprises"].as_array().unwrap().len(), 0, "{ex:#}");
 
-    // grade exercise
+    // grade exercise, its page with the lesson's picture (step 7: `pictures:` of exercise.yaml)
+    let page = course.path().join("07.html");
     let (code, stdout, stderr) = grade(
         c,
         &[
@@ -74,6 +76,8 @@ fn a_lesson_made_only_of_files_is_found_proved_graded_and_batched() {
             "json",
             "--seed",
             "7",
+            "--html",
+            page.to_str().unwrap(),
         ],
     );
     assert_eq!(code, 0, "{stdout}\n{stderr}");
@@ -84,6 +88,21 @@ fn a_lesson_made_only_of_files_is_found_proved_graded_and_batched() {
         .unwrap()
         .iter()
         .all(|v| v["status"] == "PASS"));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<figcaption>为反向保存的激活：fp32 vs bf16 autocast</figcaption>"),
+        "the picture declared in 07-mixed/exercise.yaml"
+    );
+    let bytes = r["evidence"]["metrics"]["numerics.on.activation_bytes"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        html.contains(&format!(
+            "<th scope=\"row\">bf16 autocast</th><td class=\"num\">{}</td>",
+            grade::html::charts::fmt(bytes / 1048576.0)
+        )),
+        "its numbers: the recorded bytes in MiB"
+    );
 
     // grade batch --all: a class whose one student did lesson 07 only
     let class = tempfile::tempdir().unwrap();
