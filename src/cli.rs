@@ -148,7 +148,7 @@ pub struct ListArgs {
 
 #[derive(Args, Debug)]
 pub struct WatchArgs {
-    /// Exercise id: 01-metrics 02-profiler 03-memory 04-checkpoint 05-compile 06-sync
+    /// Exercise id (`grade list` shows them)
     pub id: String,
     /// Watch and grade this file (.py or .ipynb) instead of exercises/<ID>/exercise.py
     #[arg(long)]
@@ -181,7 +181,7 @@ pub struct DiffArgs {
 
 #[derive(Args, Debug)]
 pub struct ExerciseArgs {
-    /// Exercise id: 01-metrics 02-profiler 03-memory 04-checkpoint 05-compile 06-sync
+    /// Exercise id (`grade list` shows them)
     pub id: String,
     /// Grade this file (.py, or a Jupyter notebook .ipynb) instead of exercises/<ID>/exercise.py
     #[arg(long, conflicts_with = "solution")]

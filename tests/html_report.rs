@@ -354,7 +354,10 @@ fn thirty_students_in_well_under_a_second() {
     );
     assert!(took < 0.5, "{took:.3} s for a class of 30 (debug build)");
     assert_eq!(page.matches("<tr data-student=").count(), 30);
-    assert!(page.matches("<figure").count() >= 2 * 30, "the lesson's pictures");
+    assert!(
+        page.matches("<figure").count() >= 2 * 30,
+        "the lesson's pictures"
+    );
     assert!(
         page.contains("10/30") || page.contains("20/30"),
         "pass rates out of 30"
@@ -368,7 +371,12 @@ fn exercise_page_of_one_report() {
     let v: View = serde_json::from_value(rec).unwrap();
     let spec = grade::spec::Exercise::load(&root().join("exercises/04-checkpoint")).unwrap();
     // a lesson the course lacks (no exercise.yaml to read pictures from) has none
-    assert_eq!(html::view_page(&v, &[], Lang::En).matches("<figure").count(), 0);
+    assert_eq!(
+        html::view_page(&v, &[], Lang::En)
+            .matches("<figure")
+            .count(),
+        0
+    );
     let page = html::view_page(&v, &spec.pictures, Lang::En);
     assert!(page.contains("<html lang=\"en\">"));
     assert_eq!(page.matches("<figure").count(), 2);

@@ -366,7 +366,14 @@ fn bad_pictures_exit_2_located() {
     assert_eq!(code, 2, "{stdout}{stderr}");
     let want = format!("{}:{}:", path.display(), line_of(&bad, "  - pie:"));
     assert!(stderr.contains(&want), "want {want} in: {stderr}");
-    for kind in ["unknown variant `pie`", "bars", "points", "ranked", "sweep", "break_even"] {
+    for kind in [
+        "unknown variant `pie`",
+        "bars",
+        "points",
+        "ranked",
+        "sweep",
+        "break_even",
+    ] {
         assert!(stderr.contains(kind), "{kind} in: {stderr}");
     }
     // a well-formed entry that cannot be drawn: the second picture's series `yours` has no

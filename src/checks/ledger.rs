@@ -13,7 +13,7 @@
 //!                   parameter (4 B each); SGD with momentum: one momentum_buffer (1 × params)
 //!   activations     the grader's own measurement in its row (bytes of the distinct storages saved
 //!                   for backward during the forward, parameters excluded), taken before the
-//!                   submission was imported (exercises/03-memory/scenario.py `before_submission`)
+//!                   submission was imported (the lesson's scenario.py, `before_submission`)
 //! The shape itself is drawn from the seed (`exercise.yaml` `model_draw:`, `Exercise::model_for`),
 //! so `env.exercise.model` is the shape this grading used.
 use super::{fmt_num, Env, Outcome};

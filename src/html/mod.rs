@@ -13,8 +13,8 @@ use crate::report::evidence::Observed;
 use crate::report::Report;
 use crate::spec::Exercise;
 use charts::Chart;
-use pictures::Picture;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
+use pictures::Picture;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

@@ -92,9 +92,11 @@ fn picture_error(path: &Path, text: &str, i: usize, needle: &str, message: Strin
         .position(|l| l.starts_with("pictures:"))
         .unwrap_or(0);
     // entries are the lines of the list's own indentation that start with `- `
-    let indent = lines[start + 1..]
-        .iter()
-        .find_map(|l| l.trim_start().starts_with("- ").then(|| l.len() - l.trim_start().len()));
+    let indent = lines[start + 1..].iter().find_map(|l| {
+        l.trim_start()
+            .starts_with("- ")
+            .then(|| l.len() - l.trim_start().len())
+    });
     let entries: Vec<usize> = (start + 1..lines.len())
         .filter(|&n| {
             let l = lines[n];

@@ -85,7 +85,12 @@ impl BarsSpec {
         for c in &self.categories {
             check_label(&c.label)?;
             for s in &self.series {
-                let Some(v) = s.value.as_ref().or(c.value.as_ref()).or(self.value.as_ref()) else {
+                let Some(v) = s
+                    .value
+                    .as_ref()
+                    .or(c.value.as_ref())
+                    .or(self.value.as_ref())
+                else {
                     return Err((
                         format!(
                             "bars: no value for category `{}`, series `{}`: give `value:` to the picture, the category or the series",
@@ -106,7 +111,10 @@ impl BarsSpec {
             }
             if let Some(s) = self.series.iter().find(|s| s.relative_label.is_none()) {
                 return Err((
-                    format!("with relative_to:, series `{}` needs relative_label:", s.key),
+                    format!(
+                        "with relative_to:, series `{}` needs relative_label:",
+                        s.key
+                    ),
                     s.key.clone(),
                 ));
             }
@@ -122,7 +130,10 @@ impl BarsSpec {
     }
 
     fn source<'a>(&'a self, c: &'a Item, s: &'a Item) -> Option<&'a Source> {
-        s.value.as_ref().or(c.value.as_ref()).or(self.value.as_ref())
+        s.value
+            .as_ref()
+            .or(c.value.as_ref())
+            .or(self.value.as_ref())
     }
 }
 
@@ -146,9 +157,7 @@ pub(super) fn draw(spec: &BarsSpec, ev: &Observed, lang: Lang) -> Option<Chart> 
         .enumerate()
         .map(|(i, c)| {
             let vars = [("category", c.key.as_str())];
-            let label = per_spec
-                .and_then(|p| p.label.as_ref())
-                .unwrap_or(&c.label);
+            let label = per_spec.and_then(|p| p.label.as_ref()).unwrap_or(&c.label);
             let label = quote(label.get(lang), &vars, ev);
             let row = spec
                 .series
@@ -171,7 +180,9 @@ pub(super) fn draw(spec: &BarsSpec, ev: &Observed, lang: Lang) -> Option<Chart> 
         })
         .collect();
     let sers: Vec<usize> = (0..spec.series.len())
-        .filter(|&s| spec.require != Require::Series || cats.iter().all(|&c| cells[c].1[s].is_some()))
+        .filter(|&s| {
+            spec.require != Require::Series || cats.iter().all(|&c| cells[c].1[s].is_some())
+        })
         .collect();
     let complete = cats.len() == spec.categories.len()
         && cats.iter().all(|&c| cells[c].1.iter().all(Option::is_some));
@@ -179,13 +190,22 @@ pub(super) fn draw(spec: &BarsSpec, ev: &Observed, lang: Lang) -> Option<Chart> 
         return None;
     }
     let cell = |c: usize, s: usize| cells[c].1[s].unwrap_or(0.0);
-    let labels: Vec<String> = cats.iter().map(|&c| cells[c].0.clone().unwrap_or_default()).collect();
+    let labels: Vec<String> = cats
+        .iter()
+        .map(|&c| cells[c].0.clone().unwrap_or_default())
+        .collect();
     let (title, unit) = match per_spec {
         Some(p) => (&p.title, &p.unit),
         None => (&spec.title, &spec.unit),
     };
     let title = quote_or_dash(title.get(lang), &[], ev);
-    let names = |s: usize| quote_or_dash(spec.series[s].label.get(lang), &[("series", &spec.series[s].key)], ev);
+    let names = |s: usize| {
+        quote_or_dash(
+            spec.series[s].label.get(lang),
+            &[("series", &spec.series[s].key)],
+            ev,
+        )
+    };
     let Some(base) = &spec.relative_to else {
         let series: Vec<(String, Vec<f64>)> = sers
             .iter()
@@ -200,7 +220,12 @@ pub(super) fn draw(spec: &BarsSpec, ev: &Observed, lang: Lang) -> Option<Chart> 
     let b = *cats.iter().find(|&&c| &spec.categories[c].key == base)?;
     let series: Vec<(String, Vec<f64>)> = sers
         .iter()
-        .map(|&s| (names(s), cats.iter().map(|&c| cell(c, s) / cell(b, s)).collect()))
+        .map(|&s| {
+            (
+                names(s),
+                cats.iter().map(|&c| cell(c, s) / cell(b, s)).collect(),
+            )
+        })
         .collect();
     let mut chart = charts::bars(&title, unit.get(lang), &labels, &series, spec.stacked);
     chart.head = std::iter::once(

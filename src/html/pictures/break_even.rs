@@ -68,8 +68,14 @@ pub(super) fn draw(spec: &BreakEvenSpec, ev: &Observed, lang: Lang) -> Option<Ch
         "n",
         spec.unit.get(lang),
         &[
-            (quote_or_dash(spec.baseline.label.get(lang), &[], ev), line(base)),
-            (quote_or_dash(spec.candidate.label.get(lang), &[], ev), line(cand)),
+            (
+                quote_or_dash(spec.baseline.label.get(lang), &[], ev),
+                line(base),
+            ),
+            (
+                quote_or_dash(spec.candidate.label.get(lang), &[], ev),
+                line(cand),
+            ),
         ],
         true,
         &[],

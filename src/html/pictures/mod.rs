@@ -244,7 +244,11 @@ impl<'de> Deserialize<'de> for Scale {
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Scale, E> {
                 let t = s.trim();
                 let (op, n) = t.split_at(t.chars().next().map_or(0, char::len_utf8));
-                let x: Option<f64> = n.trim().parse().ok().filter(|x: &f64| x.is_finite() && *x > 0.0);
+                let x: Option<f64> = n
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|x: &f64| x.is_finite() && *x > 0.0);
                 match (op, x) {
                     ("*", Some(x)) => Ok(Scale::Mul(x)),
                     ("/", Some(x)) => Ok(Scale::Div(x)),

@@ -34,7 +34,8 @@ pub(super) fn draw(spec: &SweepSpec, ev: &Observed, lang: Lang) -> Option<Chart>
     };
     let mut groups: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
     for r in ev.rows(&spec.rows) {
-        let (Some(g), Some(x), Some(y)) = (field(r, &spec.by), field(r, &spec.x), field(r, &spec.y))
+        let (Some(g), Some(x), Some(y)) =
+            (field(r, &spec.by), field(r, &spec.x), field(r, &spec.y))
         else {
             continue;
         };
