@@ -416,3 +416,78 @@ fn diff_page_of_two_gradebooks() {
     );
     insta::assert_snapshot!("diff_page_en", redact(&page));
 }
+
+/// The picture kinds' rules on hand-made evidence (what a course author writes in `pictures:`):
+/// what a missing value leaves out (`require:`), alternatives and `median(…)`, quoted keys in
+/// labels and titles, `per:` and `relative_to:`.
+#[test]
+fn picture_kinds_follow_their_rules_on_hand_made_evidence() {
+    #[derive(serde::Deserialize)]
+    struct Doc {
+        #[serde(deserialize_with = "grade::html::pictures::deserialize_list")]
+        pictures: Vec<pictures::Picture>,
+    }
+    let yaml = r#"
+pictures:
+  - bars:
+      title: {zh: "甲 {answer}", en: "A {answer} {nothing}"}
+      unit: s
+      value: ["m.{category}.{series}", "median(l.{category}.{series})"]
+      require: REQUIRE
+      categories:
+        - {key: a, label: "a ({n.a})"}
+        - {key: b, label: "b ({n.b})"}
+      series:
+        - {key: x, label: {zh: 叉, en: ex}}
+        - {key: y, label: y}
+  - bars:
+      title: t
+      unit: u
+      value: "m.{category}.x"
+      relative_to: b
+      categories: [{key: a, label: a}, {key: b, label: b}]
+      series: [{key: x, label: x, relative_label: x/b}]
+      per: {value: "$params.{category}_steps", title: per step, unit: u/step, label: "{category}/{$params.{category}_steps}"}
+"#;
+    let ev: Observed = serde_json::from_value(json!({
+        "metrics": {"m.a.x": 1.0, "m.b.x": 4.0, "l.a.y": [3.0, 1.0, 2.0, 9.0], "n.a": 8, "n.b": 16,
+                    "answer": "linear"},
+        "params": {"a_steps": 2, "b_steps": 4},
+    }))
+    .unwrap();
+    let draw = |require: &str, ev: &Observed| {
+        let doc: Doc = serde_yaml::from_str(&yaml.replace("REQUIRE", require)).unwrap();
+        pictures::draw(&doc.pictures, ev, Lang::En)
+    };
+    // b.y is missing: `category` drops b, `series` drops y, `all` drops the picture
+    let cs = draw("category", &ev);
+    assert_eq!(cs[0].title, "A linear —", "quoted keys, a missing one as —");
+    assert_eq!(cs[0].head, vec!["", "ex", "y"]);
+    assert_eq!(
+        cs[0].rows,
+        vec![vec!["a (8)", "1", "2.5"]],
+        "median(…) of the list, the alternative after the missing key"
+    );
+    let cs = draw("series", &ev);
+    assert_eq!(cs[0].rows, vec![vec!["a (8)", "1"], vec!["b (16)", "4"]]);
+    let cs = draw("all", &ev);
+    assert_eq!(cs.len(), 1, "only the second picture");
+    // per step (a: 1/2, b: 4/4), relative to b: the table has both
+    assert_eq!(cs[0].title, "per step");
+    assert_eq!(cs[0].head, vec!["", "x", "x/b"]);
+    assert_eq!(
+        cs[0].rows,
+        vec![vec!["a/2", "0.5", "0.5"], vec!["b/4", "1", "1"]]
+    );
+    // a category whose label quotes a missing key is left out; without params, no division
+    let mut bare = ev.clone();
+    bare.metrics.remove("n.b");
+    bare.params.clear();
+    let cs = draw("category", &bare);
+    assert_eq!(cs[0].rows, vec![vec!["a (8)", "1", "2.5"]]);
+    assert_eq!(cs[1].title, "t");
+    assert_eq!(
+        cs[1].rows,
+        vec![vec!["a", "1", "0.25"], vec!["b", "4", "1"]]
+    );
+}

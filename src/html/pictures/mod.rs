@@ -81,16 +81,6 @@ impl Picture {
             Picture::BreakEven(s) => s.validate(),
         }
     }
-
-    pub fn title(&self) -> &Label {
-        match self {
-            Picture::Bars(s) => &s.title,
-            Picture::Points(s) => &s.title,
-            Picture::Ranked(s) => &s.title,
-            Picture::Sweep(s) => &s.title,
-            Picture::BreakEven(s) => &s.title,
-        }
-    }
 }
 
 /// Every chart of `pictures` the evidence allows, in the order written.
