@@ -230,10 +230,11 @@ pub struct CheckArgs {
     /// Grade every submission N times (each with a fresh seed): a flake shows as a surprise
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
-    /// Grade N submissions at once. Default 1: timing criteria need a quiet machine, and
-    /// concurrent runs load it (use more only to stress the bounds, or on many cores)
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    pub jobs: u32,
+    /// Grade N submissions at once [default and most: one per core, as `grade batch`; every
+    /// timing criterion compares quantities measured in the same windows, so a busy neighbour
+    /// cannot flip it]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub jobs: Option<u32>,
     /// Grade only these submissions: `solution`, `starter` or a fixture's file stem (repeatable).
     /// The static checks (expected.yaml, coverage, common mistakes) always run in full
     #[arg(long, value_name = "NAME")]

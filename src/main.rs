@@ -132,7 +132,9 @@ fn check_course(
     let opts = CheckOptions {
         ids: args.ids.clone(),
         runs: args.runs,
-        jobs: args.jobs,
+        jobs: args
+            .jobs
+            .unwrap_or(grade::batch::commands::default_jobs() as u32),
         only: args.only.clone(),
         device: args.device.resolve()?,
     };

@@ -1,64 +1,43 @@
 //! Lesson 01 `01-metrics`: (a) the rubric on recorded observations and the `series`/`stats` check
-//! kinds, pure Rust, exact and fast; (b) end to end, the real binary on the solution, the starter
-//! and every fixture of tests/fixtures/01-metrics/, each failing exactly what expected.yaml says,
-//! verdict tables snapshotted with insta.
+//! kinds, pure Rust, exact and fast; (b) end to end, one `grade check 01-metrics` of the real
+//! binary (tests/support/lesson.rs): the solution, the starter and every fixture of
+//! tests/fixtures/01-metrics/, each failing exactly what expected.yaml says, verdict tables
+//! snapshotted with insta.
 mod support;
 use grade::checks::stats::{median, percentile};
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Evidence, Observations};
-use grade::runner::Device;
 use grade::spec::rubric::Check;
 use grade::spec::{Exercise, Rubric};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use support::verdict_table;
+use support::lesson::{explain, report_failing, root, why, Lesson};
 
 const ID: &str = "01-metrics";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+const L: Lesson = Lesson(ID);
 
 fn exercise() -> Exercise {
-    Exercise::load(&root().join("exercises").join(ID)).unwrap()
+    L.exercise()
 }
 
 fn rubric(ex: &Exercise) -> Rubric {
-    Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), ex).unwrap()
+    L.rubric(ex)
 }
 
 fn recorded(name: &str) -> Observations {
-    let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    L.recorded(name)
 }
 
 fn expected() -> BTreeMap<String, Vec<String>> {
-    let path = root().join(format!("tests/fixtures/{ID}/expected.yaml"));
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    L.expected()
 }
 
 /// Every criterion's (status, why in English) on these observations.
 fn grade_obs(obs: Observations) -> BTreeMap<String, (Status, String)> {
-    let ex = exercise();
-    let r = rubric(&ex);
-    let ev = Evidence {
-        obs,
-        tensors: BTreeMap::new(),
-        run_failure: None,
-    };
-    checks::grade(
-        &r,
-        &Env {
-            evidence: &ev,
-            exercise: &ex,
-        },
-        Device::Cpu,
-    )
-    .into_iter()
-    .map(|v| (v.id, (v.status, v.why.en)))
-    .collect()
+    L.grade_obs(obs)
+        .into_iter()
+        .map(|v| (v.id, (v.status, v.why.en)))
+        .collect()
 }
 
 fn failing(v: &BTreeMap<String, (Status, String)>) -> Vec<String> {
@@ -473,161 +452,34 @@ fn stats_needs_samples_and_inputs() {
 
 // ------------------------------------------------------------------------ end to end
 
-fn grade_file(submission: &Path) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .args(["exercise", ID, "--format", "json", "--submission"])
-        .arg(submission)
-        .env("GRADE_ROOT", root())
-        .env_remove("GRADE_PYTHON")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code().unwrap_or(-1), report)
-}
-
-fn explain(report: &Value) -> String {
-    let mut lines: Vec<String> = report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["status"] == "FAIL")
-        .map(|v| {
-            format!(
-                "FAIL {}: {} [{}]",
-                v["id"], v["why"]["en"], v["measured"]["en"]
-            )
-        })
-        .collect();
-    lines.push(format!("run_failure: {}", report["run_failure"]));
-    lines.push(format!("stderr: {}", report["stderr_tail"]));
-    lines.join("\n")
-}
-
-fn fixture(name: &str, submission: PathBuf) -> Value {
-    let want = sorted(
-        expected()
-            .remove(name)
-            .unwrap_or_else(|| panic!("{name} missing from expected.yaml")),
-    );
-    let (code, report) = grade_file(&submission);
-    let got: Vec<String> = sorted(
-        report["verdicts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|v| v["status"] == "FAIL")
-            .map(|v| v["id"].as_str().unwrap().to_string())
-            .collect(),
-    );
-    assert_eq!(
-        got,
-        want,
-        "{name}: failing criteria differ\n{}",
-        explain(&report)
-    );
-    assert_eq!(
-        code,
-        if want.is_empty() { 0 } else { 1 },
-        "{name}: exit code"
-    );
-    insta::assert_snapshot!(format!("{ID}__{name}"), verdict_table(&report));
-    report
-}
-
-macro_rules! fixtures {
-    ($($name:ident),* $(,)?) => {$(
-        #[test]
-        fn $name() {
-            fixture(stringify!($name), root().join(format!("tests/fixtures/{ID}/{}.py", stringify!($name))));
-        }
-    )*};
-}
-
-fixtures!(
-    no_warmup,
-    no_sync,
-    single_timing,
-    steps_per_repeat_ignored,
-    window_not_divided,
-    milliseconds,
-    warm_once,
-    mean_not_median,
-    nearest_rank,
-    tokens_from_batch,
-    steps_answered,
-    rate_from_mean,
-    clock_wrapped,
-    cheat_real_halved,
-    cheat_real_over_repeats,
-    cheat_sim_face,
-    cheat_clock_patch_restore,
-    cheat_rewrite_recorded,
-    chained_timestamps,
-    perf_counter_ns_numpy,
-    timeit_quantiles,
-    log_stamp_time,
-    timeit_timer_repeat,
-);
-
+/// `grade check 01-metrics` (the real binary, once for this file): the solution, the starter and
+/// every fixture each fail exactly what expected.yaml lists; every criterion is failed by some
+/// fixture and names what it catches; every 常见错误 item of the README maps to criteria. Each
+/// verdict table is a snapshot `01-metrics__<name>`.
 #[test]
-fn every_fixture_is_tested() {
-    let listed: Vec<String> = expected()
-        .into_keys()
-        .filter(|k| k != "solution" && k != "starter")
-        .collect();
-    let mut files: Vec<String> = std::fs::read_dir(root().join(format!("tests/fixtures/{ID}")))
-        .unwrap()
-        .filter_map(|e| {
-            let p = e.unwrap().path();
-            (p.extension()? == "py").then(|| p.file_stem().unwrap().to_string_lossy().into_owned())
-        })
-        .collect();
-    files.sort();
-    assert_eq!(files, sorted(listed));
-    let src = std::fs::read_to_string(root().join("tests/lesson_01.rs")).unwrap();
-    for f in &files {
-        assert!(
-            src.contains(&format!("    {f},\n")),
-            "{f} is not in the fixtures! list"
-        );
+fn grade_check_proves_the_lesson() {
+    for (name, table) in L.check().assert_proves_the_lesson(&[]) {
+        insta::assert_snapshot!(format!("{ID}__{name}"), table);
     }
 }
 
 #[test]
 fn solution_passes_everything() {
-    let r = fixture(
-        "solution",
-        root().join(format!("solutions/{ID}/exercise.py")),
+    let r = L.check().report("solution");
+    assert_eq!(
+        r["summary"]["points"],
+        r["summary"]["max_points"],
+        "{}",
+        explain(r)
     );
-    assert_eq!(r["summary"]["points"], r["summary"]["max_points"]);
 }
 
 #[test]
 fn starter_fails_with_readable_reasons() {
-    let r = fixture(
-        "starter",
-        root().join(format!("exercises/{ID}/exercise.py")),
-    );
-    let why = |id: &str| {
-        r["verdicts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["id"] == id)
-            .unwrap()["why"]["en"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    assert!(why("measure_truth").contains("NotImplementedError: TODO: measure("));
-    assert!(why("summary_median").contains("NotImplementedError: TODO: summarize("));
-    assert!(why("comparable_answer").contains("answer.comparable is None"));
+    let r = L.check().report("starter");
+    assert!(why(r, "measure_truth").contains("NotImplementedError: TODO: measure("));
+    assert!(why(r, "summary_median").contains("NotImplementedError: TODO: summarize("));
+    assert!(why(r, "comparable_answer").contains("answer.comparable is None"));
 }
 
 /// `cargo test --test lesson_01 -- --ignored`: the solution, the starter and every fixture,
@@ -658,19 +510,9 @@ fn stress_every_submission_with_a_busy_core() {
             "starter" => root().join(format!("exercises/{ID}/exercise.py")),
             _ => root().join(format!("tests/fixtures/{ID}/{name}.py")),
         };
-        let want = sorted(want);
         for i in 0..n {
-            let (_, report) = grade_file(&path);
-            let got: Vec<String> = sorted(
-                report["verdicts"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|v| v["status"] == "FAIL")
-                    .map(|v| v["id"].as_str().unwrap().to_string())
-                    .collect(),
-            );
-            if got != want {
+            let (_, report) = L.grade_file(&path);
+            if report_failing(&report) != want {
                 flakes.push(format!(
                     "{name} run {i} (seed {}): {}",
                     report["seed"],
@@ -682,42 +524,4 @@ fn stress_every_submission_with_a_busy_core() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     busy.join().unwrap();
     assert!(flakes.is_empty(), "{}", flakes.join("\n"));
-}
-
-/// `grade check 01-metrics` (the real binary) on the solution only: its static checks run in full
-/// — every criterion is failed by some fixture of expected.yaml, every criterion names what it
-/// catches, every 常见错误 item of the README maps to criteria (exercise.yaml `mistakes:`). The
-/// fixtures themselves are graded one test each above (in parallel, each snapshotted).
-#[test]
-fn grade_check_static_checks_hold() {
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .args([
-            "check", ID, "--device", "cpu", "--only", "solution", "--format", "json",
-        ])
-        .env("GRADE_ROOT", root())
-        .env_remove("GRADE_PYTHON")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let check: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let ex = &check["exercises"][0];
-    assert_eq!(ex["surprises"], json!([]), "{}", ex["surprises"]);
-    assert_eq!(
-        ex["unprovable"],
-        json!([]),
-        "every criterion applies on CPU"
-    );
-    let subs = ex["submissions"].as_array().unwrap();
-    assert_eq!(subs.len(), 1);
-    assert!(
-        subs[0]["as_expected"].as_bool().unwrap(),
-        "{}",
-        explain(&subs[0]["report"])
-    );
-    assert_eq!(out.status.code(), Some(0), "grade check exit code");
 }

@@ -10,22 +10,16 @@ use grade::observations::{Evidence, Observations};
 use grade::runner::Device;
 use grade::spec::{Exercise, Rubric};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::Command;
-use support::verdict_table;
+use support::lesson::{root, why, Lesson};
 
 const ID: &str = "03-memory";
+const L: Lesson = Lesson(ID);
 /// The seed tests/recorded/03-memory.*.json were recorded with (`--seed`): it fixes the model's
 /// shape (drawn from exercise.yaml `model_draw:`) and the sweep's grid.
 const SEED: u64 = 3;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn exercise() -> Exercise {
-    Exercise::load(&root().join("exercises").join(ID)).unwrap()
+    L.exercise()
 }
 
 /// The exercise as graded under the recorded seed (its drawn model shape).
@@ -36,8 +30,7 @@ fn recorded_exercise() -> Exercise {
 }
 
 fn recorded(name: &str) -> Observations {
-    let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    L.recorded(name)
 }
 
 fn grade_obs(obs: Observations) -> Vec<Verdict> {
@@ -549,80 +542,22 @@ fn rubric_rejects_a_bad_ledger_spec() {
 
 // ------------------------------------------------------------------------------- end to end
 
-fn explain(report: &Value) -> String {
-    let mut lines: Vec<String> = report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["status"] == "FAIL")
-        .map(|v| format!("FAIL {}: {} [{}]", v["id"], v["why"]["en"], v["measured"]))
-        .collect();
-    lines.push(format!("run_failure: {}", report["run_failure"]));
-    lines.join("\n")
-}
-
-/// `grade check 03-memory` (the real binary): the solution, the starter and every fixture, each
-/// failing exactly what tests/fixtures/03-memory/expected.yaml lists (the one place expectations
-/// live), every criterion caught by some fixture, every README mistake mapped; each verdict table
-/// is a snapshot. No criterion of this lesson times anything, so two gradings run at once.
+/// `grade check 03-memory` (the real binary, once; tests/support/lesson.rs): the solution, the
+/// starter and every fixture, each failing exactly what tests/fixtures/03-memory/expected.yaml
+/// lists (the one place expectations live), every criterion caught by some fixture, every README
+/// mistake mapped; each verdict table is a snapshot.
 #[test]
 fn grade_check_proves_the_lesson() {
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .args([
-            "check", ID, "--device", "cpu", "--jobs", "2", "--format", "json",
-        ])
-        .env("GRADE_ROOT", root())
-        .env_remove("GRADE_PYTHON")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let check: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let ex = &check["exercises"][0];
-    let subs = ex["submissions"].as_array().unwrap();
-    for sub in subs {
-        let name = sub["name"].as_str().unwrap();
-        assert!(
-            sub["as_expected"].as_bool().unwrap(),
-            "{name}: failed {} but expected {}\n{}",
-            sub["failed"],
-            sub["expected_failures"],
-            explain(&sub["report"])
-        );
-        insta::assert_snapshot!(format!("{ID}__{name}"), verdict_table(&sub["report"]));
+    let tables = L.check().assert_proves_the_lesson(&[
+        "peak_covers_step",
+        "peak_is_allocated",
+        "peak_reproducible",
+    ]);
+    for (name, table) in tables {
+        insta::assert_snapshot!(format!("{ID}__{name}"), table);
     }
-    let expected: BTreeMap<String, Value> = serde_yaml::from_str(
-        &std::fs::read_to_string(root().join("tests/fixtures").join(ID).join("expected.yaml"))
-            .unwrap(),
-    )
-    .unwrap();
-    assert_eq!(
-        subs.len(),
-        expected.len(),
-        "solution, starter and every fixture graded"
-    );
-    assert_eq!(ex["surprises"], json!([]), "{}", ex["surprises"]);
-    assert_eq!(
-        ex["unprovable"],
-        json!(["peak_covers_step", "peak_is_allocated", "peak_reproducible"]),
-        "only the CUDA criteria cannot be shown on CPU"
-    );
-    assert_eq!(out.status.code(), Some(0), "grade check exit code");
     // the starter explains itself: every failure names the missing function
-    let starter = &subs.iter().find(|s| s["name"] == "starter").unwrap()["report"];
-    let why = starter["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["id"] == "params_exact")
-        .unwrap()["why"]["en"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let why = why(L.check().report("starter"), "params_exact");
     assert!(
         why.contains("NotImplementedError: TODO: memory_ledger"),
         "{why}"

@@ -8,40 +8,34 @@ mod support;
 use grade::checks::break_even::break_even;
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
-use grade::runner::Device;
 use grade::spec::rubric::Check;
 use grade::spec::{Exercise, Rubric};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
-use support::verdict_table;
+use support::lesson::{root, Lesson};
 
 const ID: &str = "05-compile";
+const L: Lesson = Lesson(ID);
 /// Criteria that compare tensors: recorded observations carry no tensors, so these are judged end
 /// to end only.
 const TENSOR_CRITERIA: [&str; 2] = ["compiled_agrees", "shapes_agree"];
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn exercise() -> Exercise {
-    Exercise::load(&root().join("exercises").join(ID)).unwrap()
+    L.exercise()
 }
 
 fn rubric(ex: &Exercise) -> Rubric {
-    Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), ex).unwrap()
+    L.rubric(ex)
 }
 
 fn recorded(name: &str) -> Observations {
-    let path = root().join(format!("tests/recorded/{ID}.{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    L.recorded(name)
 }
 
 fn expected() -> BTreeMap<String, Vec<String>> {
-    let path = root().join(format!("tests/fixtures/{ID}/expected.yaml"));
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    L.expected()
 }
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
@@ -309,24 +303,10 @@ fn call_windows_refuses_a_block_averaged_steady_list() {
 
 /// Every criterion's (status, why in English) on these observations.
 fn grade_obs(obs: Observations) -> BTreeMap<String, (Status, String)> {
-    let ex = exercise();
-    let r = rubric(&ex);
-    let ev = Evidence {
-        obs,
-        tensors: BTreeMap::new(),
-        run_failure: None,
-    };
-    checks::grade(
-        &r,
-        &Env {
-            evidence: &ev,
-            exercise: &ex,
-        },
-        Device::Cpu,
-    )
-    .into_iter()
-    .map(|v| (v.id, (v.status, v.why.en)))
-    .collect()
+    L.grade_obs(obs)
+        .into_iter()
+        .map(|v| (v.id, (v.status, v.why.en)))
+        .collect()
 }
 
 /// Failing criteria, tensor criteria left out (no tensors in a recorded run).
@@ -629,56 +609,18 @@ fn explain(report: &Value) -> String {
     lines.join("\n")
 }
 
-/// `grade check 05-compile` (the real binary): the solution, the starter and every fixture, each
-/// failing exactly what tests/fixtures/05-compile/expected.yaml lists (the one place expectations
-/// live), every criterion failed by some fixture, every README mistake mapped; each verdict table
-/// is a snapshot. Two gradings at once: every timing criterion here is exact (virtual clock) or a
-/// ratio within one run, and they hold at load 10+.
+/// `grade check 05-compile` (the real binary, once; tests/support/lesson.rs): the solution, the
+/// starter and every fixture, each failing exactly what tests/fixtures/05-compile/expected.yaml
+/// lists (the one place expectations live), every criterion failed by some fixture, every README
+/// mistake mapped; each verdict table is a snapshot. One grading per core: every timing
+/// criterion here is exact (virtual clock) or a ratio within one run, and they hold at load 10+.
 #[test]
 fn grade_check_proves_the_lesson() {
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .args([
-            "check", ID, "--device", "cpu", "--jobs", "2", "--format", "json",
-        ])
-        .env("GRADE_ROOT", root())
-        .env_remove("GRADE_PYTHON")
-        .env_remove("GRADE_COMPILE_CACHE")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let check: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    let ex = &check["exercises"][0];
-    let subs = ex["submissions"].as_array().unwrap();
-    for sub in subs {
-        let name = sub["name"].as_str().unwrap();
-        assert!(
-            sub["as_expected"].as_bool().unwrap(),
-            "{name}: failed {} but expected {}\n{}",
-            sub["failed"],
-            sub["expected_failures"],
-            explain(&sub["report"])
-        );
-        insta::assert_snapshot!(format!("{ID}__{name}"), verdict_table(&sub["report"]));
+    for (name, table) in L.check().assert_proves_the_lesson(&[]) {
+        insta::assert_snapshot!(format!("{ID}__{name}"), table);
     }
-    assert_eq!(
-        subs.len(),
-        expected().len(),
-        "solution, starter and every fixture graded"
-    );
-    assert_eq!(ex["surprises"], json!([]), "{}", ex["surprises"]);
-    assert_eq!(
-        ex["unprovable"],
-        json!([]),
-        "every criterion is provable on CPU"
-    );
-    assert_eq!(out.status.code(), Some(0), "grade check exit code");
     // the starter explains itself: its failures name the missing function
-    let starter = &subs.iter().find(|s| s["name"] == "starter").unwrap()["report"];
+    let starter = L.check().report("starter");
     let why = starter["verdicts"][0]["why"]["en"].as_str().unwrap();
     assert!(
         why.contains("NotImplementedError: TODO: time_calls("),

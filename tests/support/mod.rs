@@ -1,5 +1,6 @@
 //! Helpers the end-to-end test files share (`mod support;`).
 #![allow(dead_code)] // each test binary uses some of these helpers
+pub mod lesson;
 use serde_json::{json, Value};
 
 /// `id  STATUS` per line: the stable part of a graded report, as snapshotted.
