@@ -47,22 +47,32 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
             grade_exercise(&course, &args, &PythonExecutor::new(python)?)
         }
         Command::Check(args) => {
-            let python = course.python(cli.python);
-            check_course(&course, &args, &PythonExecutor::new(python)?)
+            let python = PythonExecutor::new(course.python(cli.python))?;
+            many_runs(python, |ex| check_course(&course, &args, ex))
         }
         Command::Batch(args) => {
             let python = PythonExecutor::new(course.python(cli.python))?;
-            // a warm interpreter forks each run (GRADE_ZYGOTE=off: a fresh one per run)
-            if std::env::var("GRADE_ZYGOTE").is_ok_and(|v| v == "off") {
-                grade::batch::commands::batch(&course, &args, &python)
-            } else {
-                grade::batch::commands::batch(&course, &args, &ZygoteExecutor::new(python)?)
-            }
+            many_runs(python, |ex| {
+                grade::batch::commands::batch(&course, &args, ex)
+            })
         }
         Command::Gradebook(args) => grade::batch::commands::gradebook(&args),
         Command::Diff(args) => grade::batch::commands::diff(&args),
         Command::Export(cmd) => grade::export::run(&course, &cmd),
         Command::Report(_) => unreachable!("dispatched above"),
+    }
+}
+
+/// The executor of the commands that grade many runs (`grade check`, `grade batch`): a warm
+/// interpreter, torch already imported, forks each run (GRADE_ZYGOTE=off: a fresh one per run).
+fn many_runs(
+    python: PythonExecutor,
+    grade_all: impl FnOnce(&(dyn Executor + Sync)) -> Result<i32, GradeError>,
+) -> Result<i32, GradeError> {
+    if std::env::var("GRADE_ZYGOTE").is_ok_and(|v| v == "off") {
+        grade_all(&python)
+    } else {
+        grade_all(&ZygoteExecutor::new(python)?)
     }
 }
 

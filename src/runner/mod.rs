@@ -145,7 +145,7 @@ impl PythonExecutor {
 /// `None`: the run's own temporary folder (nothing persists). Only a trusted run (the course's
 /// own code) gets the shared folder itself; a student's run gets a private copy (`seed_cache`),
 /// so no submission can plant a compiled artefact another student's run would load.
-fn compile_cache(req: &RunRequest) -> Option<PathBuf> {
+pub(crate) fn compile_cache(req: &RunRequest) -> Option<PathBuf> {
     let rel = req.exercise.params.get("compile_cache")?.as_str()?;
     let dir = match std::env::var("GRADE_COMPILE_CACHE") {
         Ok(v) if v == "cold" => return None,
