@@ -126,7 +126,7 @@ fn a_bad_model_draw_is_a_spec_error() {
     std::fs::create_dir_all(&dir).unwrap();
     let yaml = std::fs::read_to_string(root().join("exercises").join(ID).join("exercise.yaml"))
         .unwrap()
-        .replace("d_model: [48, 64, 72]", "d_model: [48, 64, 90]");
+        .replace("d_model: [48, 56, 64]", "d_model: [48, 56, 90]");
     std::fs::write(dir.join("exercise.yaml"), yaml).unwrap();
     let err = Exercise::load(&dir).unwrap_err().to_string();
     assert!(
