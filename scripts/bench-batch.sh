@@ -3,7 +3,8 @@
 # `grade exercise` processes and as one `grade batch`, and prints seconds per submission for each,
 # the speed-up, and the grader's own overhead per submission next to one `import torch`.
 #
-#   scripts/bench-batch.sh [N=30] ["JOBS..."=1 … cores]
+#   scripts/bench-batch.sh [N=30] ["JOBS..."="default 1 … cores"]   (default: no --jobs flag,
+#                                                                      i.e. one run per core)
 #   SKIP_COLD=1 scripts/bench-batch.sh     # only the batches, and their verdict checks
 #   SKIP_FRESH=1                           # skip the batch with a fresh interpreter per run
 #
@@ -75,11 +76,13 @@ PY
 echo "submissions: $n (+1 folder without submission), cores: $(nproc)"
 [ -n "${SKIP_COLD:-}" ] ||
   printf 'cold grade exercise:            %6.1f s total, %.2f s per submission\n' "$cold" "$(echo "$cold / $n" | bc -l)"
-for j in ${JOBS:-$(seq 1 "$(nproc)")}; do
+for j in ${JOBS:-default $(seq 1 "$(nproc)")}; do
+  flag=(--jobs "$j") label="--jobs $j"
+  [ "$j" = default ] && flag=() label="(default jobs = $(nproc))"
   s=$(date +%s.%N)
-  "$GRADE" batch "$class" --exercise 04-checkpoint --out "$tmp/out-$j" --device cpu --seed 1 --jobs "$j" >/dev/null 2>&1 || true
+  "$GRADE" batch "$class" --exercise 04-checkpoint --out "$tmp/out-$j" --device cpu --seed 1 "${flag[@]}" >/dev/null 2>&1 || true
   batch=$(echo "$(date +%s.%N) - $s" | bc)
-  printf 'grade batch --jobs %-2s (zygote): %6.1f s total, %.2f s per submission' "$j" "$batch" "$(echo "$batch / $n" | bc -l)"
+  printf 'grade batch %-22s (zygote): %6.1f s total, %.2f s per submission' "$label" "$batch" "$(echo "$batch / $n" | bc -l)"
   [ -n "${SKIP_COLD:-}" ] || printf ', speed-up %.2fx' "$(echo "$cold / $batch" | bc -l)"
   printf '; '; check "$tmp/out-$j"
 done
