@@ -4,13 +4,9 @@
 //! tests/lesson_0N.rs.
 mod support;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use support::lesson::why;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use support::lesson::{explain, report_failing as failing, root, why, Lesson};
 
 struct Graded {
     code: i32,
@@ -18,62 +14,8 @@ struct Graded {
 }
 
 fn grade(submission: &Path, extra: &[&str]) -> Graded {
-    let out = Command::new(env!("CARGO_BIN_EXE_grade"))
-        .args([
-            "exercise",
-            "04-checkpoint",
-            "--format",
-            "json",
-            "--submission",
-        ])
-        .arg(submission)
-        .args(extra)
-        .env("GRADE_ROOT", root())
-        .env_remove("GRADE_PYTHON")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let report = serde_json::from_str(&stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    Graded {
-        code: out.status.code().unwrap_or(-1),
-        report,
-    }
-}
-
-fn failing(report: &Value) -> Vec<String> {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["status"] == "FAIL")
-        .map(|v| v["id"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// The part of a report that explains a surprise: failures, their reasons, the run's failure.
-fn explain(report: &Value) -> String {
-    let mut lines: Vec<String> = report["verdicts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["status"] == "FAIL")
-        .map(|v| {
-            format!(
-                "FAIL {}: {} [{}]",
-                v["id"], v["why"]["en"], v["measured"]["en"]
-            )
-        })
-        .collect();
-    lines.push(format!("run_failure: {}", report["run_failure"]));
-    let tail = report["stderr_tail"].as_str().unwrap_or("");
-    let tail: Vec<&str> = tail.lines().rev().take(8).collect();
-    lines.extend(tail.into_iter().rev().map(|l| format!("stderr: {l}")));
-    lines.join("\n")
+    let (code, report) = Lesson("04-checkpoint").grade_file_with(submission, extra);
+    Graded { code, report }
 }
 
 #[test]

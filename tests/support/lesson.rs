@@ -88,9 +88,15 @@ impl Lesson {
 
     /// `grade exercise ID --format json` of one file (a cold run of its own): exit code, report.
     pub fn grade_file(&self, submission: &Path) -> (i32, Value) {
+        self.grade_file_with(submission, &[])
+    }
+
+    /// As `grade_file`, with `extra` arguments (`--seed`, `--timeout`, …).
+    pub fn grade_file_with(&self, submission: &Path, extra: &[&str]) -> (i32, Value) {
         let out = Command::new(env!("CARGO_BIN_EXE_grade"))
             .args(["exercise", self.0, "--format", "json", "--submission"])
             .arg(submission)
+            .args(extra)
             .env("GRADE_ROOT", root())
             .env_remove("GRADE_PYTHON")
             .output()
