@@ -882,28 +882,9 @@ fn a_class_of_thirty() {
     let r = root();
     let tmp = tempfile::tempdir().unwrap();
     let class = tmp.path().join("class");
-    let expected: std::collections::BTreeMap<String, serde_yaml::Value> = serde_yaml::from_str(
-        &std::fs::read_to_string(r.join("tests/fixtures/04-checkpoint/expected.yaml")).unwrap(),
-    )
-    .unwrap();
-    // fixture stem -> criteria it must fail on CPU (list form, or {fail, cpu})
-    let must_fail = |stem: &str| -> Vec<String> {
-        let v = &expected[stem];
-        let list = |v: &serde_yaml::Value| -> Vec<String> {
-            v.as_sequence()
-                .map(|s| s.iter().map(|x| x.as_str().unwrap().to_string()).collect())
-                .unwrap_or_default()
-        };
-        let mut ids = if v.is_sequence() {
-            list(v)
-        } else {
-            let mut ids = list(&v["fail"]);
-            ids.extend(list(&v["cpu"]));
-            ids
-        };
-        ids.sort();
-        ids
-    };
+    // fixture stem -> criteria it must fail on CPU (sorted)
+    let expected = support::lesson::Lesson("04-checkpoint").expected();
+    let must_fail = |stem: &str| expected[stem].clone();
     // (student, submission, the criteria it must fail; None: fails, which ones aside)
     let mut want: Vec<(String, PathBuf, Option<Vec<String>>)> = Vec::new();
     let mut fixtures: Vec<String> = std::fs::read_dir(r.join("tests/fixtures/04-checkpoint"))
@@ -953,14 +934,7 @@ fn a_class_of_thirty() {
     let mut wrong = Vec::new();
     for (id, _, fails) in &want {
         let rec = json(&out.join(format!("records/04-checkpoint/{id}.json")));
-        let mut failed: Vec<String> = rec["verdicts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|v| v["status"] == "FAIL")
-            .map(|v| v["id"].as_str().unwrap().to_string())
-            .collect();
-        failed.sort();
+        let failed = support::lesson::report_failing(&rec);
         let ok = match fails {
             Some(f) => &failed == f,
             None => !failed.is_empty(),
