@@ -69,6 +69,11 @@ const CASES: &[(&str, &[(u64, &str)])] = &[
     ("import ctypes\n", &[(1, "native")]),
     ("import os\nos.write(3, b'x')\n", &[(2, "native")]),
     ("open('/proc/self/mem', 'rb')\n", &[(1, "native")]),
+    // torch's mode stacks, where the grader's counters are
+    ("from torch.overrides import _get_current_function_mode_stack\n", &[(1, "instruments")]),
+    ("import torch\nn = torch._C._len_torch_function_stack()\n", &[(2, "instruments")]),
+    ("import torch.utils._python_dispatch as d\nm = d._get_current_dispatch_mode()\n", &[(2, "instruments")]),
+    ("from torch.utils._python_dispatch import TorchDispatchMode\nclass Count(TorchDispatchMode):\n    pass\n", &[]),
     // code the audit cannot see
     ("exec(compile(src, '<x>', 'exec'))\n", &[(1, "dynamic")]),
     ("x = eval('1+1')\n", &[(1, "dynamic")]),

@@ -33,8 +33,25 @@ fn recorded(name: &str) -> Observations {
     L.recorded(name)
 }
 
+/// Every verdict on recorded observations, with the timed calls' parameters (tensors the
+/// recordings do not hold) equal on both sides, as after a timing whose calls trained.
 fn grade_obs(obs: Observations) -> BTreeMap<String, Status> {
-    L.grade_obs(obs)
+    grade_timed(obs, &[1.0, 2.0])
+}
+
+/// As `grade_obs`, the submission's timed calls leaving `params` (the baseline's: [1, 2]).
+fn grade_timed(obs: Observations, params: &[f32]) -> BTreeMap<String, Status> {
+    let tensors = BTreeMap::from([
+        (
+            "timing/params/baseline/w".to_string(),
+            tch::Tensor::from_slice(&[1.0f32, 2.0]),
+        ),
+        (
+            "timing/params/train/w".to_string(),
+            tch::Tensor::from_slice(params),
+        ),
+    ]);
+    L.grade_evidence(&exercise(), obs, tensors)
         .into_iter()
         .map(|v| (v.id, v.status))
         .collect()
@@ -183,6 +200,8 @@ enum Change {
     Add(&'static str, Event, usize),
     Drop(&'static str, &'static str),
     Metric(&'static str, Value),
+    /// the timed calls left other parameters than the baseline's
+    Untrained,
 }
 
 #[test]
@@ -230,6 +249,8 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
             Change::Metric("timing.ratio", json!(1.44)),
             "throughput_not_worse",
         ),
+        // a fast time from calls that did not train says nothing
+        (Change::Untrained, "throughput_not_worse"),
         (
             Change::Metric("count_syncs.train", json!(2)),
             "profiler_counts_agree",
@@ -252,7 +273,12 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
     ];
     for (change, criterion) in cases {
         let mut obs = recorded("solution");
+        let mut params = [1.0f32, 2.0];
         let what = match change {
+            Change::Untrained => {
+                params[1] = 2.5;
+                "timing/params/train".to_string()
+            }
             Change::Add(stream, ev, n) => {
                 let t = obs.traces.get_mut(stream).unwrap();
                 t.extend(std::iter::repeat_n(ev, n));
@@ -272,7 +298,7 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
                 key.to_string()
             }
         };
-        let v = grade_obs(obs);
+        let v = grade_timed(obs, &params);
         assert_eq!(
             failing_without_tensors(&v),
             vec![criterion.to_string()],

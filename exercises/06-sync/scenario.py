@@ -19,7 +19,8 @@ events (Rust counts them), the greedy decode in libtorch (src/reference/).
                read-backs and constants (`host.generate`), and `forward {grad}` for every forward of
                the model (autograd on or off)
   timing       the grader times baseline and submission train() on the same batches, one log window
-               per call, in adjacent pairs (order alternating): the median of the pairs' ratios
+               per call, in adjacent pairs (order alternating), on its cost clock (wall time less
+               the time spent waiting for a CPU): the median of the pairs' ratios
   count_syncs  what the submission's count_syncs(fn) says for a baseline and a submission train();
                the grader's fn emits `call {profiling_start, profiling_end}` (was a torch profiler
                recording when fn began and ended, as torch itself reports it) into `count_syncs.<who>`
@@ -31,6 +32,7 @@ import itertools
 import math
 import numbers
 import os
+import random
 import statistics
 
 import torch
@@ -44,6 +46,7 @@ SYNC_EVENTS = ("aten::_local_scalar_dense",)
 _synchronize = torch.cuda.synchronize
 _profiler_enabled = torch._C._autograd._profiler_enabled
 _is_grad_enabled = torch.is_grad_enabled
+_draw = random.SystemRandom().randrange  # from os.urandom: no state the submission could read
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
 
@@ -86,9 +89,12 @@ class Lesson:
     def optimizer(self, model):
         return torch.optim.SGD(model.parameters(), lr=float(self.p["lr"]), momentum=float(self.p["momentum"]))
 
-    def batches(self, steps):
-        """`steps` batches, all made from the grader's batch (step k: tokens rolled by k)."""
-        return [(self.idx.roll(k, dims=1).clone(), self.targets.roll(k, dims=1).clone()) for k in range(steps)]
+    def batches(self, steps, offset=0):
+        """`steps` batches, all made from the grader's batch (step k: tokens rolled by offset + k)."""
+        return [
+            (self.idx.roll(offset + k, dims=1).clone(), self.targets.roll(offset + k, dims=1).clone())
+            for k in range(steps)
+        ]
 
     def sync(self):
         if self.device.type == "cuda":
@@ -214,32 +220,49 @@ class Lesson:
     def timing(self):
         """Baseline and submission train() in adjacent pairs (the order alternating), one log
         window per call: each pair's ratio compares two calls made moments apart, so load that
-        comes and goes hits both; the median of the pairs' ratios is judged."""
+        comes and goes hits both; the median of the pairs' ratios is judged. Timed on the
+        grader's cost clock (wall time less the time spent waiting for a CPU), so being
+        descheduled on a busy machine lands on neither side.
+
+        The timed calls must do the training, or their time says nothing: each side trains one
+        model through every call, each call on batches rolled by an offset drawn from os.urandom
+        as it starts (the same for both sides of a pair), so no call's result can be known or
+        made ahead of it; both sides' parameters after the last call are sent
+        (`timing/params/<who>`) and must be equal."""
         t = self.p["timing"]
-        clock = self.ctx.clock
-        log_every = int(self.p["log_every"])
+        clock = self.ctx.cost_clock
+        log_every, steps = int(self.p["log_every"]), int(t["steps"])
+        seq_len = int(self.ctx.model_cfg["seq_len"])
         variants = ("baseline", "train")
         setups = {}
         for who in variants:
             model = self.model()
-            setups[who] = (self.train_fn(who), model, self.optimizer(model), self.batches(int(t["steps"])))
+            setups[who] = (self.train_fn(who), model, self.optimizer(model))
 
-        def once(who):
-            fn, model, opt, batches = setups[who]
+        def once(who, batches):
+            fn, model, opt = setups[who]
             return fn(model, batches, opt, log_every=log_every)
 
-        for who in variants:
-            for _ in range(int(t["warmup"])):
-                once(who)
+        def drawn():
+            offset = _draw(seq_len)
+            return {who: self.batches(steps, offset) for who in variants}
+
+        for _ in range(int(t["warmup"])):
+            batches = drawn()
+            for who in variants:
+                once(who, batches[who])
         samples = {who: [] for who in variants}
         for r in range(int(t["pairs"])):
+            batches = drawn()
             for who in variants if r % 2 == 0 else variants[::-1]:
                 self.sync()
                 t0 = clock()
-                once(who)
+                once(who, batches[who])
                 self.sync()
                 samples[who].append(clock() - t0)
         for who in variants:
+            for name, p in setups[who][1].named_parameters():
+                self.ctx.save_tensor(f"timing/params/{who}/{name}", p)
             self.ctx.metric(f"timing.{who}.median_s", statistics.median(samples[who]))
         ratios = [s / b for s, b in zip(samples["train"], samples["baseline"])]
         self.ctx.metric("timing.ratio", statistics.median(ratios))

@@ -18,6 +18,10 @@ primitives are how a cheat reaches the grader's answers and instruments. Each us
   dynamic     exec, eval, compile of strings; __import__ / importlib.import_module with a computed
               name; builtins / __builtins__; getattr of a module with a computed name; pickle/marshal
               loads; building functions or code objects by hand
+  instruments torch's mode stacks (torch.overrides._get_current_function_mode_stack,
+              torch.utils._python_dispatch._get_current_dispatch_mode(_stack), torch._C's stack
+              getters and poppers): the grader's counters are modes there, so reading the stack
+              is how code finds them, or tells a counted call from a timed one
   patching    assigning, deleting or setattr-ing an attribute (or item) of a module or class the
               submission did not define (`time.perf_counter = …`, `torch.Tensor.item = …`,
               `setattr(time, "perf_counter", …)`, `type(x).f = …`)
@@ -42,7 +46,26 @@ FRAME_FUNCS = {
     "traceback": {"walk_stack", "walk_tb"},
     "threading": {"settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"},
     "os": {"write", "writev", "pwrite", "pwritev", "dup", "dup2", "fdopen", "sendfile", "ftruncate"},
+    # torch's mode stacks, where the grader's counters live (code "instruments")
+    "torch.overrides": {"_get_current_function_mode_stack", "_get_current_function_mode", "_pop_mode",
+                        "_pop_mode_temporarily", "_TorchFunctionModeInfo"},
+    "torch.utils._python_dispatch": {"_get_current_dispatch_mode", "_get_current_dispatch_mode_stack",
+                                     "_pop_mode", "_pop_mode_temporarily", "_disable_current_modes"},
+    "torch._C": {"_len_torch_function_stack", "_get_function_stack_at", "_pop_torch_function_stack",
+                 "_is_torch_function_mode_enabled", "_len_torch_dispatch_stack", "_get_dispatch_stack_at",
+                 "_pop_torch_dispatch_stack", "_get_dispatch_mode", "_unset_dispatch_mode"},
 }
+INSTRUMENT_MODULES = {"torch.overrides", "torch.utils._python_dispatch", "torch._C"}
+MODULE_NAMES = {"modules", "meta_path", "path_hooks", "path_importer_cache"}
+
+
+def _func_code(mod, attr):
+    """The finding code of `mod.attr` in FRAME_FUNCS."""
+    if mod == "os":
+        return "native"
+    if mod in INSTRUMENT_MODULES:
+        return "instruments"
+    return "modules" if attr in MODULE_NAMES else "frames"
 FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
                "ag_frame", "tb_next"}
 DUNDER_ATTRS = {"__closure__", "__globals__", "__code__", "__defaults__", "__kwdefaults__",
@@ -57,6 +80,7 @@ WHY = {
     "modules": ("访问 sys.modules 或评分器的模块", "reaches sys.modules or the grader's own modules"),
     "native": ("使用 ctypes/原生内存、/proc 或直接写文件描述符", "uses ctypes/native memory, /proc or raw file-descriptor writes"),
     "dynamic": ("动态执行或导入代码（exec/eval/compile、计算出的模块名、builtins）", "runs or imports code dynamically (exec/eval/compile, a computed module name, builtins)"),
+    "instruments": ("读取 torch 的模式栈（评分器的计数器就在那里）", "reads torch's mode stacks (where the grader's counters are)"),
     "patching": ("修改不是自己定义的模块或类的属性（猴子补丁）", "changes an attribute of a module or class it did not define (monkey-patching)"),
 }
 
@@ -131,7 +155,7 @@ class _Audit(ast.NodeVisitor):
                 if node.module == "gc" and a.name not in GC_HARMLESS:
                     self.flag(node, "gc", f"from gc import {a.name}")
                 elif node.module in FRAME_FUNCS and a.name in FRAME_FUNCS[node.module]:
-                    self.flag(node, "native" if node.module == "os" else "frames" if a.name not in ("modules", "meta_path", "path_hooks", "path_importer_cache") else "modules", f"from {node.module} import {a.name}")
+                    self.flag(node, _func_code(node.module, a.name), f"from {node.module} import {a.name}")
                 elif node.module == "importlib" and a.name == "import_module":
                     pass  # judged where it is called
                 self.imported[a.asname or a.name] = full
@@ -147,8 +171,7 @@ class _Audit(ast.NodeVisitor):
             if mod == "gc" and attr not in GC_HARMLESS:
                 self.flag(node, "gc", path)
             elif mod in FRAME_FUNCS and attr in FRAME_FUNCS[mod]:
-                code = "native" if mod == "os" else "modules" if attr in ("modules", "meta_path", "path_hooks", "path_importer_cache") else "frames"
-                self.flag(node, code, path)
+                self.flag(node, _func_code(mod, attr), path)
         if node.attr in FRAME_ATTRS:
             self.flag(node, "frames", "." + node.attr)
         elif node.attr in DUNDER_ATTRS:
@@ -200,7 +223,7 @@ class _Audit(ast.NodeVisitor):
                 if a in FRAME_ATTRS or a in DUNDER_ATTRS or a == "__dict__":
                     self.flag(node, "internals", f"getattr(…, {a!r})")
                 elif obj and obj in FRAME_FUNCS and a in FRAME_FUNCS[obj]:
-                    self.flag(node, "frames", f"getattr({obj}, {a!r})")
+                    self.flag(node, _func_code(obj, a), f"getattr({obj}, {a!r})")
                 elif obj == "gc" and a not in GC_HARMLESS:
                     self.flag(node, "gc", f"getattr(gc, {a!r})")
             elif obj and not obj.startswith("<local>."):

@@ -20,6 +20,32 @@ import traceback
 ENV_BROKEN = 4  # exit status: torch/safetensors/numpy missing (reported as "could not grade")
 _perf_counter = time.perf_counter  # the driver's own clock, captured before any student code
 _T0 = _perf_counter()
+_os_open, _os_read, _os_close = os.open, os.read, os.close
+_SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting on a run queue, timeslices
+
+
+def _run_queue_s():
+    """Seconds the calling thread has spent runnable but waiting for a CPU (the kernel's
+    schedstat `run_delay`; opened at each read, so a forked child reads its own)."""
+    fd = _os_open(_SCHEDSTAT, os.O_RDONLY)
+    try:
+        return int(_os_read(fd, 128).split()[1]) / 1e9
+    finally:
+        _os_close(fd)
+
+
+def _cost_clock():
+    """The grader's clock for what a computation costs: the wall clock minus the time the
+    calling thread waited for a CPU. Running, sleeping and blocking (on the device, a lock, I/O)
+    all count; being descheduled on a busy machine does not, so two calls compared on it cost
+    what they would on an idle machine, whatever else competes for the cores."""
+    return _perf_counter() - _run_queue_s()
+
+
+try:  # kernels without schedstat: the wall clock (comparisons then rely on interleaving alone)
+    _run_queue_s()
+except (OSError, ValueError, IndexError):
+    _cost_clock = _perf_counter  # noqa: F811
 
 
 class ProbeFailed(Exception):
@@ -130,6 +156,9 @@ class Ctx:
         self.probes = {}
         self.sub = None
         self.clock = _perf_counter  # the grader's own clock (never virtual, never recorded)
+        # the grader's clock for comparing two calls' costs: on CUDA the wall clock (a sync that
+        # yields the CPU while the device works would count its queue time as waiting)
+        self.cost_clock = _perf_counter if str(self.device).startswith("cuda") else _cost_clock
         self.ckpt_calls = 0  # every torch.utils.checkpoint.checkpoint call, traced or not
         self.empty_cache_calls = 0  # every torch.cuda.empty_cache() call (counted on CPU too)
         self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
@@ -222,9 +251,9 @@ class _Watch:
     def __init__(self, ctx, watched, modules):
         self.ctx = ctx
         self.items = list(watched.items())
+        dicts = {name: mod if isinstance(mod, dict) else mod.__dict__ for name, mod in modules.items()}
         self.modules = [
-            (name, mod.__dict__, [(k, v) for k, v in mod.__dict__.items() if not k.startswith("__")])
-            for name, mod in modules.items()
+            (name, d, [(k, v) for k, v in d.items() if not k.startswith("__")]) for name, d in dicts.items()
         ]
         self.classes = [(cls, dict(cls.__dict__)) for cls in (Ctx, _Channel, _Traces, _Probe, _Watch)]
         self.seen = set()
@@ -333,6 +362,8 @@ def _instrument(ctx):
     for name in CLOCKS:
         watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
     watched["timeit.default_timer"] = (lambda: timeit.default_timer, timeit.default_timer)
+    watched["ctx.clock"] = (lambda: ctx.clock, _perf_counter)
+    watched["ctx.cost_clock"] = (lambda: ctx.cost_clock, ctx.cost_clock)
     if torch.cuda.is_available():
         watched["torch.cuda.Event"] = (lambda: torch.cuda.Event, torch.cuda.Event)
         watched["torch.cuda.synchronize"] = (lambda: torch.cuda.synchronize, torch.cuda.synchronize)
@@ -565,7 +596,12 @@ def run_job(job_path, nonce):
     ctx.audit(_audit(job))  # leaves now: reported even if the import crashes the interpreter
     import course.model as course_model
 
-    ctx.watch = _Watch(ctx, watched, {"grade_lib": ctx.lib, "grade_scenario": scenario, "course.model": course_model})
+    ctx.watch = _Watch(
+        ctx,
+        watched,
+        # the driver's own globals too: its captured clocks and os functions
+        {"grade_driver": globals(), "grade_lib": ctx.lib, "grade_scenario": scenario, "course.model": course_model},
+    )
     with ctx.probe("load"):
         ctx.sub = _load_submission(job["submission"])
     if ctx.sub is not None:
