@@ -87,7 +87,15 @@ const CASES: &[(&str, &[(u64, &str)])] = &[
     ("from torch._dynamo.utils import counters\ncounters['stats']['x'] = 1\n", &[(2, "patching")]),
     ("def f(x):\n    type(x).forward = None\n", &[(2, "patching")]),
     ("object.__setattr__(thing, 'a', 1)\n", &[(1, "patching")]),
-    ("import sys\nf = getattr(sys, '_get' + 'frame')\n", &[(2, "dynamic")]),
+    // a name built from literals is the name (issue 18)
+    ("import sys\nf = getattr(sys, '_get' + 'frame')\n", &[(2, "frames")]),
+    ("def f(step):\n    return getattr(step, '__clo' + 'sure__')\n", &[(2, "internals")]),
+    ("import operator\ng = operator.attrgetter(''.join(['cell_', 'contents']))\n", &[(2, "internals")]),
+    ("def f(tb):\n    return getattr(tb, f'tb_{\"frame\"}')\n", &[(2, "frames")]),
+    ("def f(m):\n    return m._forward_hooks\n", &[(2, "instruments")]),
+    ("def f(m):\n    return type(m).__mro__[1]\n", &[(2, "internals")]),
+    ("import inspect\ndef f(m):\n    return inspect.getmodule(type(m))\n", &[(3, "modules")]),
+    ("import torch\ntc = torch.compiler\ntc.is_compiling = lambda: True\n", &[(3, "patching")]),
     ("import pickle\nx = pickle.loads(blob)\n", &[(2, "dynamic")]),
     ("class A:\n    def set(self, k, v):\n        setattr(self, k, v)\n        return getattr(self, k)\n", &[]),
     // ordinary code: attributes of its own objects, config the course allows everywhere

@@ -34,10 +34,22 @@ fn recorded(name: &str) -> Observations {
 }
 
 fn grade_obs(obs: Observations) -> Vec<Verdict> {
+    grade_obs_rerun(obs, 1.0)
+}
+
+/// As `grade_obs`, the rerun's step standing for `rerun` against the first call's 1.0
+/// (recorded observations carry no tensors: one stand-in on each side of ledger_reproducible's
+/// comparison of the two calls' steps).
+fn grade_obs_rerun(obs: Observations, rerun: f32) -> Vec<Verdict> {
     let ex = recorded_exercise();
     let rubric = Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), &ex).unwrap();
+    let tensors = [("ledger/adam/loss", 1.0f32), ("ledger/adam_again/loss", rerun)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), tch::Tensor::from_slice(&[v])))
+        .collect();
     let evidence = Evidence {
         obs,
+        tensors,
         ..Default::default()
     };
     checks::grade(
@@ -261,6 +273,24 @@ fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
 }
 
 // ------------------------------------------------------------------------- rubric, recorded
+
+#[test]
+fn a_rerun_that_does_another_step_fails_reproducible() {
+    // a second call that returns the first call's ledger after a pretend step (no forward, zero
+    // gradients): its step is not the first call's
+    let vs = grade_obs_rerun(recorded("solution"), 0.0);
+    assert_eq!(failing(&vs), vec!["ledger_reproducible"]);
+    assert!(verdict(&vs, "ledger_reproducible").why.en.contains("out of tolerance"));
+}
+
+#[test]
+fn unmeasured_sweep_points_fail_the_sweep() {
+    // rows worked out from other points: the grid points whose case ran no forward are counted
+    let mut obs = recorded("solution");
+    obs.metrics.insert("sweep.unmeasured".into(), json!(12));
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), vec!["sweep_matches"]);
+}
 
 #[test]
 fn recorded_solution_passes() {

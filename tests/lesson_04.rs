@@ -43,7 +43,7 @@ fn unwrapping_the_checkpoint_counter_fails_everything_and_says_why() {
     assert_eq!(r["summary"]["passed"], 0);
     assert!(
         why(r, "on_off_agree")
-            .contains("patched the grader's instruments (torch.utils.checkpoint.checkpoint)"),
+            .contains("tampered with the grader's instruments (torch.utils.checkpoint.checkpoint)"),
         "{}",
         why(r, "on_off_agree")
     );

@@ -20,9 +20,10 @@ from rubrics/05-compile.yaml. Probes:
               not read from `torch._dynamo.utils.counters` (a dict the submission can write): every
               frame dynamo finishes compiling reaches `_DynamoWatch` (dynamo's own
               `log_compilation_event` call) and becomes a `graph` or `graph_break` event at once;
-              a pre-hook on each block of the model handed over counts the blocks run as eager
-              Python (never inside a compiled graph: `torch.compiler.is_compiling()`), so each
-              call of `f` says whether compiled code served it. Outputs (and their structure)
+              the course's Block.forward, wrapped when the scenario loads, counts the blocks run
+              as eager Python while `f` runs, whoever calls them (never inside a compiled graph:
+              `torch.compiler.is_compiling()`, bound before the import), so each call of `f` says
+              whether compiled code served it. Outputs (and their structure)
               against eager's.
 
 Which side computes what (issue 17): the simulated device's truth and the named mistakes are
@@ -39,8 +40,26 @@ import torch
 from safetensors.torch import load_file
 
 from course import Config, TinyGPT
+from course import model as _course_model
 
 _synchronize = torch.cuda.synchronize
+_is_compiling = torch.compiler.is_compiling  # bound before the submission exists
+
+# Blocks run as eager Python while the grader calls the submission's f (probe `shapes`): every
+# run of the course's Block.forward counts unless dynamo is tracing it (inside a compiled graph
+# the branch is dead code), whoever calls it: `block(x)`, `block.forward(x)`, `Block.forward(b,
+# x)`, a copy of the model or a fresh one. Installed when the scenario loads, before the import.
+_EAGER = {"on": False, "runs": 0}
+_block_forward = _course_model.Block.forward
+
+
+def _counting_block_forward(self, x):
+    if not _is_compiling() and _EAGER["on"]:
+        _EAGER["runs"] += 1
+    return _block_forward(self, x)
+
+
+_course_model.Block.forward = _counting_block_forward
 ProbeFailed = Exception  # replaced by the driver's class in run()
 BREAK_EVEN_LIMIT_S = 5.0  # one break_even() call may take this long (a loop that never ends)
 RESUME = "torch_dynamo_resume_in_"  # dynamo's name for the frame it resumes in after a graph break
@@ -345,22 +364,14 @@ class Lesson:
         ctx.metric("shapes.seq_lens", lens)
         eager = self.model()
         handed = self.model()
-        # Which calls ran the model's blocks as eager Python: a pre-hook on each block counts a
-        # run unless dynamo is tracing it (inside a compiled graph the branch is dead code, so
-        # compiled code never counts; a block run eagerly always does).
-        eager_runs = [0]
-
-        def ran_eager(_module, _args):
-            if not torch.compiler.is_compiling():
-                eager_runs[0] += 1
-
-        for block in handed.blocks:
-            block.register_forward_pre_hook(ran_eager)
         watch = self.watch
         patched = []
 
         def check(when):
-            if not watch.intact() and not patched:
+            counting = _course_model.Block.forward is _counting_block_forward and (
+                torch.compiler.is_compiling is _is_compiling
+            )
+            if not (watch.intact() and counting) and not patched:
                 patched.append(when)
 
         returned = []
@@ -373,12 +384,16 @@ class Lesson:
                 raise ProbeFailed(f"compile_for_shapes() returned {type(fn).__name__}, not a callable")
             for b, t in shapes:
                 x = self.idx[:b, :t].contiguous()
-                before = eager_runs[0]
+                before = _EAGER["runs"]
                 with torch.no_grad():  # the contract: f runs under torch.no_grad(), like the model
-                    out = fn(x)
+                    _EAGER["on"] = True
+                    try:
+                        out = fn(x)
+                    finally:
+                        _EAGER["on"] = False
+                    ran = _EAGER["runs"] - before
                     check(f"in f(idx) for seq_len {t}")
                     ref = eager(x)
-                ran = eager_runs[0] - before
                 ctx.event("call", seq_len=t, compiled=ran == 0, eager_blocks=ran)
                 returned.append(_structure(out))
                 got = out[0] if isinstance(out, (tuple, list)) and out else out

@@ -21,9 +21,12 @@ events (Rust counts them), the greedy decode in libtorch (src/reference/).
   timing       the grader times baseline and submission train() on the same batches, one log window
                per call, in adjacent pairs (order alternating), on its cost clock (wall time less
                the time spent waiting for a CPU): the median of the pairs' ratios
-  count_syncs  what the submission's count_syncs(fn) says for a baseline and a submission train();
-               the grader's fn emits `call {profiling_start, profiling_end}` (was a torch profiler
-               recording when fn began and ended, as torch itself reports it) into `count_syncs.<who>`
+  count_syncs  what the submission's count_syncs(fn) says for a baseline and a submission train(),
+               each followed by a number of the grader's own read-backs drawn per probe
+               (`count_syncs.extra_reads`); the grader's fn
+               emits `call {profiling_start, profiling_end}` (was a torch profiler recording when fn
+               began and ended, as torch itself reports it) into `count_syncs.<who>`; after each
+               count returned, the grader's own profile of the same job (`count_syncs.grader.<who>`)
   profile      the grader's own profiler count for one submission train() (`profile.grader.train`),
                taken after count_syncs() returned, so the submission never had it in reach
 """
@@ -170,27 +173,36 @@ class Lesson:
         if errors:
             raise ProbeFailed(errors[0])
 
-    def profile_job(self, who):
-        """A fresh train() of `profile_steps` steps for `who`, ready to call."""
+    def profile_job(self, who, extra_reads=0):
+        """A fresh train() of `profile_steps` steps for `who`, ready to call; then `extra_reads`
+        read-backs of the grader's own (one `.item()` each)."""
         steps = int(self.p["profile_steps"])
         log_every = int(self.p["log_every"])
         train = self.train_fn(who)
         model = self.model()
         opt = self.optimizer(model)
         batches = self.batches(steps)
-        return lambda: train(model, batches, opt, log_every=log_every)
+        value = torch.zeros((), device=self.device)
 
-    def grader_profile(self, who):
-        """The grader's own torch.profiler count of sync events for one `who` train(); recorded
-        at once, no copy kept."""
+        def job():
+            out = train(model, batches, opt, log_every=log_every)
+            for _ in range(extra_reads):
+                value.item()
+            return out
+
+        return job
+
+    def grader_profile(self, who, extra_reads=0, key=None):
+        """The grader's own torch.profiler count of sync events for one `who` job (`profile_job`);
+        recorded at once (as `key`, default `profile.grader.<who>`), no copy kept."""
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
-        run = self.profile_job(who)
+        run = self.profile_job(who, extra_reads)
         with _profile(activities=activities) as prof:
             run()
         # the profiler's raw events (what prof.events() is built from, without its slow
         # Python post-processing)
         events = prof.profiler.kineto_results.events()
-        self.ctx.metric(f"profile.grader.{who}", sum(1 for e in events if e.name() in SYNC_EVENTS))
+        self.ctx.metric(key or f"profile.grader.{who}", sum(1 for e in events if e.name() in SYNC_EVENTS))
 
     # -- probes -------------------------------------------------------------------------------
     def train(self):
@@ -270,12 +282,19 @@ class Lesson:
     def count_syncs(self):
         """The submission's count_syncs(fn) for a baseline and a submission train(). The grader's
         fn says, as an event sent at once, whether torch's profiler was recording when it began
-        and ended (asked of torch itself, not of anything the submission can write)."""
+        and ended (asked of torch itself, not of anything the submission can write). Each fn
+        trains `profile_steps` steps, then reads back a value of the grader's own a number of
+        times drawn from os.urandom as the probe runs (`count_syncs_extra_reads`; the same number
+        for both, so their difference is the submission's syncs saved), so no count can
+        be known ahead of the call; once count_syncs(fn) has returned, the grader profiles the
+        same job itself (`count_syncs.grader.<who>`), out of the submission's reach."""
         ctx = self.ctx
         count_syncs = self.need("count_syncs")
         errors = []
+        extra = _draw(int(self.p["count_syncs_extra_reads"]))  # the same for both: their difference stays
+        ctx.metric("count_syncs.extra_reads", extra)
         for who in ("baseline", "train"):
-            inner = self.profile_job(who)
+            inner = self.profile_job(who, extra)
 
             def fn(inner=inner):
                 start = bool(_profiler_enabled())
@@ -299,6 +318,7 @@ class Lesson:
                 errors.append(f"{e}: count_syncs() must return how many sync events it counted, an int")
                 continue
             ctx.metric(f"count_syncs.{who}", n)
+            self.grader_profile(who, extra, key=f"count_syncs.grader.{who}")
         if errors:
             raise ProbeFailed(errors[0])
 

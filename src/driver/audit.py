@@ -11,7 +11,11 @@ primitives are how a cheat reaches the grader's answers and instruments. Each us
               traceback.walk_stack / walk_tb, and the attributes f_back, f_locals, f_globals,
               tb_frame, gi_frame, cr_frame, ag_frame
   internals   __closure__, __globals__, __code__, __defaults__, __kwdefaults__, __self__,
-              __func__, __wrapped__, __subclasses__, cell_contents, __dict__ (except on self/cls)
+              __func__, __wrapped__, __subclasses__, __bases__, __mro__, cell_contents,
+              __dict__ (except on self/cls);
+              these names (and the frame attributes) as strings too, also when built from
+              literals (`"__clo" + "sure__"` for getattr or operator.attrgetter); inspect's
+              getmodule / getfile / getsource / unwrap (an object's module: the grader's)
   modules     sys.modules, sys.meta_path, sys.path_hooks, settrace/setprofile, addaudithook;
               importing the grader's modules (grade_lib, grade_scenario, grade_baseline, driver, …)
   native      ctypes, _ctypes, cffi; /proc/… and /dev/fd/… paths; os.write/dup/dup2/fdopen/…
@@ -21,7 +25,9 @@ primitives are how a cheat reaches the grader's answers and instruments. Each us
   instruments torch's mode stacks (torch.overrides._get_current_function_mode_stack,
               torch.utils._python_dispatch._get_current_dispatch_mode(_stack), torch._C's stack
               getters and poppers): the grader's counters are modes there, so reading the stack
-              is how code finds them, or tells a counted call from a timed one
+              is how code finds them, or tells a counted call from a timed one; the hooks
+              registered on a module or tensor (`_forward_hooks`, …), where the grader's
+              observers are
   patching    assigning, deleting or setattr-ing an attribute (or item) of a module or class the
               submission did not define (`time.perf_counter = …`, `torch.Tensor.item = …`,
               `setattr(time, "perf_counter", …)`, `type(x).f = …`)
@@ -42,7 +48,10 @@ FRAME_FUNCS = {
             "gettrace", "getprofile", "modules", "meta_path", "path_hooks", "path_importer_cache",
             "addaudithook", "_getframemodulename", "call_tracing"},
     "inspect": {"currentframe", "stack", "trace", "getouterframes", "getinnerframes",
-                "getframeinfo", "getclosurevars", "getmembers", "getattr_static"},
+                "getframeinfo", "getclosurevars", "getmembers", "getmembers_static", "getattr_static",
+                # an object's module or source file: the grader's module from an object it handed over
+                "getmodule", "getfile", "getsourcefile", "getabsfile", "getsource", "getsourcelines",
+                "getcomments", "unwrap"},
     "traceback": {"walk_stack", "walk_tb"},
     "threading": {"settrace", "setprofile", "settrace_all_threads", "setprofile_all_threads"},
     "os": {"write", "writev", "pwrite", "pwritev", "dup", "dup2", "fdopen", "sendfile", "ftruncate"},
@@ -65,12 +74,31 @@ def _func_code(mod, attr):
         return "native"
     if mod in INSTRUMENT_MODULES:
         return "instruments"
+    if mod == "inspect" and attr in INSPECT_MODULE_FUNCS:
+        return "modules"
+    if mod == "inspect" and attr == "unwrap":
+        return "internals"
     return "modules" if attr in MODULE_NAMES else "frames"
+
+
+INSPECT_MODULE_FUNCS = {"getmodule", "getfile", "getsourcefile", "getabsfile", "getsource",
+                        "getsourcelines", "getcomments"}
 FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
                "ag_frame", "tb_next"}
 DUNDER_ATTRS = {"__closure__", "__globals__", "__code__", "__defaults__", "__kwdefaults__",
                 "__self__", "__func__", "__wrapped__", "__subclasses__", "cell_contents",
-                "__builtins__"}
+                "__builtins__", "__bases__", "__base__", "__mro__"}
+# Where torch keeps the hooks registered on a module or tensor: the grader's instruments are hooks
+# there (calling one forges what it records), so reading them is reaching into the grader.
+HOOK_ATTRS = {"_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+              "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called",
+              "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+              "_global_backward_pre_hooks", "_global_forward_hooks_always_called",
+              "_post_accumulate_grad_hooks", "_state_dict_hooks", "_state_dict_pre_hooks",
+              "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks"}
+# Names read only by code that reaches into an object (as attributes, or as strings handed to
+# getattr / operator.attrgetter / object.__getattribute__, folded when built from literals).
+INTERNAL_NAMES = FRAME_ATTRS | DUNDER_ATTRS | HOOK_ATTRS
 NATIVE_MODULES = {"ctypes", "_ctypes", "cffi", "builtins", "gc_", "_testcapi", "_posixsubprocess"}
 
 WHY = {
@@ -83,6 +111,26 @@ WHY = {
     "instruments": ("读取 torch 的模式栈（评分器的计数器就在那里）", "reads torch's mode stacks (where the grader's counters are)"),
     "patching": ("修改不是自己定义的模块或类的属性（猴子补丁）", "changes an attribute of a module or class it did not define (monkey-patching)"),
 }
+
+
+def _fold(node):
+    """The string an expression made only of string literals evaluates to (`"__clo" + "sure__"`,
+    f-strings of literals, `"".join([...literals])`), or None."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        a, b = _fold(node.left), _fold(node.right)
+        return a + b if a is not None and b is not None else None
+    if isinstance(node, ast.JoinedStr):
+        parts = [_fold(v.value) if isinstance(v, ast.FormattedValue) and not v.format_spec else _fold(v)
+                 for v in node.values]
+        return "".join(parts) if None not in parts else None
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)
+            and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple))):
+        parts = [_fold(e) for e in node.args[0].elts]
+        return node.func.value.value.join(parts) if None not in parts else None
+    return None
 
 
 class _Audit(ast.NodeVisitor):
@@ -174,6 +222,8 @@ class _Audit(ast.NodeVisitor):
                 self.flag(node, _func_code(mod, attr), path)
         if node.attr in FRAME_ATTRS:
             self.flag(node, "frames", "." + node.attr)
+        elif node.attr in HOOK_ATTRS:
+            self.flag(node, "instruments", "." + node.attr)
         elif node.attr in DUNDER_ATTRS:
             self.flag(node, "dynamic" if node.attr == "__builtins__" else "internals", "." + node.attr)
         elif node.attr == "__dict__" and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
@@ -186,12 +236,36 @@ class _Audit(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node):
-        if isinstance(node.value, str) and node.value.startswith(("/proc/", "/dev/fd", "/dev/mem")):
-            self.flag(node, "native", node.value[:40])
+        if isinstance(node.value, str):
+            self.check_string(node, node.value)
         self.generic_visit(node)
+
+    def check_string(self, node, value):
+        """A string literal (or one folded from literals) naming a way into the grader."""
+        if value.startswith(("/proc/", "/dev/fd", "/dev/mem")):
+            self.flag(node, "native", value[:40])
+        elif value in HOOK_ATTRS:
+            self.flag(node, "instruments", repr(value))
+        elif value in INTERNAL_NAMES:
+            self.flag(node, "frames" if value in FRAME_ATTRS else "internals", repr(value))
+
+    def visit_BinOp(self, node):
+        self.check_folded(node)
+        self.generic_visit(node)
+
+    def visit_JoinedStr(self, node):
+        self.check_folded(node)
+        self.generic_visit(node)
+
+    def check_folded(self, node):
+        value = _fold(node)
+        if value is not None:
+            self.check_string(node, value)
 
     # -- calls ----------------------------------------------------------------------------------
     def visit_Call(self, node):
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "join":
+            self.check_folded(node)
         f = node.func
         name = f.id if isinstance(f, ast.Name) else None
         literal = bool(node.args) and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
@@ -218,9 +292,9 @@ class _Audit(ast.NodeVisitor):
         if name == "getattr" and len(node.args) >= 2:
             obj = self.dotted(node.args[0])
             attr = node.args[1]
-            if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-                a = attr.value
-                if a in FRAME_ATTRS or a in DUNDER_ATTRS or a == "__dict__":
+            a = _fold(attr)
+            if a is not None:
+                if a == "__dict__":  # the other internal names are flagged as strings (check_string)
                     self.flag(node, "internals", f"getattr(…, {a!r})")
                 elif obj and obj in FRAME_FUNCS and a in FRAME_FUNCS[obj]:
                     self.flag(node, _func_code(obj, a), f"getattr({obj}, {a!r})")
@@ -253,6 +327,13 @@ class _Audit(ast.NodeVisitor):
     def visit_Assign(self, node):
         for t in node.targets:
             self._target(t, "")
+        # `tc = torch.compiler`: a name bound to a module (or an attribute of one) is that path,
+        # so `tc.is_compiling = …` is patching torch.compiler
+        path = self.dotted(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
+        if path and not path.startswith(("<local>.", "<dynamic>")):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    self.imported[t.id] = path
         self.generic_visit(node)
 
     def visit_AugAssign(self, node):

@@ -20,7 +20,7 @@ import traceback
 ENV_BROKEN = 4  # exit status: torch/safetensors/numpy missing (reported as "could not grade")
 _perf_counter = time.perf_counter  # the driver's own clock, captured before any student code
 _T0 = _perf_counter()
-_os_open, _os_read, _os_close = os.open, os.read, os.close
+_os_open, _os_read, _os_close, _os_write = os.open, os.read, os.close, os.write
 _SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting on a run queue, timeslices
 
 
@@ -76,25 +76,39 @@ class _Channel:
     def _put(self, data):
         view = memoryview(data)
         while view:
-            view = view[os.write(self.fd, view):]
+            view = view[_os_write(self.fd, view):]
 
-    def record(self, *rec):
+    def _send(self, data):
+        """Send one record, unless the submission is making it (`_forged`): then it is dropped and
+        the attempt itself is sent as tampering."""
+        forged = _forged()
+        if forged is not None:
+            _tamper(f"{forged} called by the submission (the grader's recorder)")
+            return
+        self._put(data)
+        self.sent += 1
+
+    def _send_json(self, rec):
         try:
             doc = json.dumps(rec, allow_nan=False, separators=(",", ":"))
         except (ValueError, TypeError):
             doc = json.dumps(_plain(rec), allow_nan=False, separators=(",", ":"))
         data = doc.encode()
-        self._put(b"J %d\n" % len(data) + data)
-        self.sent += 1
+        return b"J %d\n" % len(data) + data
+
+    def record(self, *rec):
+        self._send(self._send_json(rec))
 
     def tensor(self, name, t):
         from safetensors.torch import save
 
         blob = save({name: t})
-        self._put(b"T %d\n" % len(blob) + blob)
-        self.sent += 1
+        self._send(b"T %d\n" % len(blob) + blob)
 
     def close(self, driver_s):
+        if _forged() is not None:
+            _tamper("_Channel.close called by the submission (the grader's recorder)")
+            return
         self._put(b"END %d %r\n" % (self.sent, driver_s))
         os.close(self.fd)
 
@@ -335,6 +349,7 @@ def _instrument(ctx):
         ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
         return real_checkpoint(function, *args, **kwargs)
 
+    _entry(counting_checkpoint)
     counting_checkpoint.__wrapped__ = real_checkpoint
     counting_checkpoint.__doc__ = real_checkpoint.__doc__
     cp_mod.checkpoint = counting_checkpoint
@@ -355,6 +370,7 @@ def _instrument(ctx):
         "torch.equal": (lambda: torch.equal, torch.equal),
         "torch.testing.assert_close": (lambda: torch.testing.assert_close, torch.testing.assert_close),
         "torch.cuda.empty_cache": (lambda: torch.cuda.empty_cache, counting_empty_cache),
+        "torch.compiler.is_compiling": (lambda: torch.compiler.is_compiling, torch.compiler.is_compiling),
         "torch.cuda.memory.empty_cache": (lambda: torch.cuda.memory.empty_cache, counting_empty_cache),
     }
     for name in ("metric", "save_tensor", "event", "append_row", "probe", "audit", "write"):  # the recorder
@@ -403,13 +419,26 @@ def _stdlib_dirs():
 _STDLIB = _stdlib_dirs()
 
 
+# torch's own folder (set by run_job once torch is imported): torch's frames are opaque, except
+# torch.utils.benchmark, which times a statement on its caller's behalf as timeit does.
+_TORCH_DIR = "\0"
+_TORCH_BENCHMARK = "\0"
+
+
 def _transparent(filename):
     """A frame that acts on its caller's behalf: the standard library (`timeit`, `statistics`,
-    `functools`, …, never site-packages) and code generated at run time (`<timeit-src>`,
-    `<string>`, `exec(compile(src, "<x>", "exec"))`)."""
+    `functools`, …), code generated at run time (`<timeit-src>`, `<string>`,
+    `exec(compile(src, "<x>", "exec"))`), and installed third-party libraries other than torch
+    (numpy reading a tensor for `np.isnan(t)`), plus `torch.utils.benchmark` (torch's timeit).
+    torch's other frames are opaque: what torch does for itself (dynamo timing its compile,
+    the profiler's clock) is nobody's."""
     if filename.startswith("<"):
         return True
-    return filename.startswith(_STDLIB) and "-packages" not in filename
+    if "-packages" not in filename:
+        return filename.startswith(_STDLIB)
+    if filename.startswith(_TORCH_DIR):
+        return filename.startswith(_TORCH_BENCHMARK)
+    return True
 
 
 def attributed(frame, files=None):
@@ -430,6 +459,94 @@ def attributed(frame, files=None):
             return None
         f = f.f_back
     return None
+
+
+# The grader's own files whose functions the submission has no business calling directly: the
+# driver (this file) and lib.py (added when it is loaded). What the submission is handed or what
+# torch calls on its behalf from its frames (the clocks, the checkpoint counter, the read-back
+# modes, the observed model's forward) is an *entry* (`_ENTRIES`, code objects).
+_INTERNAL_FILES = {_run_queue_s.__code__.co_filename}
+_ENTRIES = set()
+_TAMPERED = set()
+_ctx = None  # the run's Ctx (run_job), for `_tamper`
+
+
+def _entry(fn):
+    """Mark `fn` as an entry: the submission may call it (see `_INTERNAL_FILES`)."""
+    _ENTRIES.add(fn.__code__)
+    return fn
+
+
+def _forged():
+    """Is a record being made on the submission's own initiative? Walking up from the recorder
+    (`_Channel._send`'s caller), the last frame before the first submission frame that is not a
+    transparent one (`_transparent`) is the function the submission called. A record is the
+    submission's forgery when that function is the grader's own internal code (`_INTERNAL_FILES`)
+    and not an entry: `ctx.event(...)`, `observer.forward(...)`, `channel.record(...)` called by
+    the submission, however it got hold of them. Records made below torch (a hook that torch calls
+    during the submission's forward), below an entry (a clock read) or below a scenario's function
+    handed to the submission (`step()`, `sync()`) are the grader's. Returns the called function's
+    name, or None."""
+    if not SUBMISSION_FILES:
+        return None
+    f = sys._getframe(1)
+    called = f.f_code
+    f = f.f_back
+    while f is not None:
+        code = f.f_code
+        name = code.co_filename
+        if name in SUBMISSION_FILES:
+            if called.co_filename in _INTERNAL_FILES and called not in _ENTRIES:
+                return getattr(called, "co_qualname", called.co_name)
+            return None
+        if not _transparent(name):
+            called = code
+        f = f.f_back
+    return None
+
+
+def _tamper(what):
+    """The submission reached into the grader (`what`): sent at once as `integrity.seen.<what>`
+    (so the run's observations are not trusted) and kept for `integrity.tampered`."""
+    ctx = _ctx
+    if ctx is None or what in _TAMPERED:
+        return
+    _TAMPERED.add(what)
+    if ctx.watch is not None:
+        ctx.watch.seen.add(what)
+    ch = ctx._channel
+    ch._put(ch._send_json(("metric", f"integrity.seen.{what}", ctx.current_probe or "?")))
+    ch.sent += 1
+
+
+def _grader_only(fn, label):
+    """`fn` (a helper of lib.py) that records tampering when the submission calls it itself."""
+
+    def guarded(*args, **kwargs):
+        if _from_submission(2):
+            _tamper(f"{label} called by the submission (a grader helper)")
+        return fn(*args, **kwargs)
+
+    guarded.__name__, guarded.__qualname__, guarded.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    return guarded
+
+
+def _guard_lib(lib):
+    """lib.py's module-level helpers become grader-only (`_grader_only`); its `ENTRY_POINTS` (what
+    torch or the submission may call: the observed forward, the read-back modes) are entries."""
+    import types
+
+    _INTERNAL_FILES.add(lib.__file__)
+    for fn in getattr(lib, "ENTRY_POINTS", ()):
+        _entry(fn)
+    for name, fn in list(vars(lib).items()):
+        if (
+            not name.startswith("_")
+            and isinstance(fn, types.FunctionType)
+            and fn.__code__.co_filename == lib.__file__
+            and fn.__code__ not in _ENTRIES
+        ):
+            setattr(lib, name, _grader_only(fn, f"grade_lib.{name}"))
 
 
 def _from_submission(depth=2):
@@ -467,6 +584,7 @@ def _install_clocks(ctx):
             return value
 
         clock.__name__ = name
+        _entry(clock)
         setattr(time, name, clock)
     timeit.default_timer = time.perf_counter
 
@@ -485,6 +603,7 @@ def _install_empty_cache(ctx, torch):
             ctx.event("empty_cache")
         return real()
 
+    _entry(empty_cache)
     empty_cache.__wrapped__ = real
     empty_cache.__doc__ = real.__doc__
     torch.cuda.empty_cache = cuda_memory.empty_cache = empty_cache
@@ -514,6 +633,8 @@ def _install_cuda_events(ctx, torch):
                 ctx.event("elapsed", a=a, b=b, v=ms / 1e3)
             return ms
 
+    _entry(Event.record)
+    _entry(Event.elapsed_time)
     Event.__name__ = Event.__qualname__ = "Event"
     torch.cuda.Event = Event
 
@@ -574,11 +695,15 @@ def run_job(job_path, nonce):
 
     torch.set_num_threads(int(job.get("threads", 1)))
     torch.manual_seed(job["seed"])
-    ctx = Ctx(job, nonce, _Channel(job["results_fd"], nonce))
+    global _ctx, _TORCH_DIR, _TORCH_BENCHMARK
+    _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+    _TORCH_BENCHMARK = os.path.join(_TORCH_DIR, "utils", "benchmark") + os.sep
+    ctx = _ctx = Ctx(job, nonce, _Channel(job["results_fd"], nonce))
     watched = _instrument(ctx)
 
     lib_py = job.get("lib") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.py")
     ctx.lib = _load_module("grade_lib", lib_py)
+    _guard_lib(ctx.lib)
     scenario = _load_module("grade_scenario", job["scenario"])
     scenario.ProbeFailed = ProbeFailed  # what each scenario's run() binds it to, bound now
 

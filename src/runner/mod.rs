@@ -499,7 +499,7 @@ impl PythonExecutor {
             let patched = patched.join(", ");
             result.failure = Some(text!(
                 format!("提交的代码篡改了评分器的测量工具（{patched}）：这次运行的任何观测都不可信"),
-                format!("the submission patched the grader's instruments ({patched}): nothing this run observed can be trusted")
+                format!("the submission tampered with the grader's instruments ({patched}): nothing this run observed can be trusted")
             ));
         }
         result.obs = Some(obs);
