@@ -96,6 +96,12 @@ const CASES: &[(&str, &[(u64, &str)])] = &[
     ("def f(m):\n    return type(m).__mro__[1]\n", &[(2, "internals")]),
     ("import inspect\ndef f(m):\n    return inspect.getmodule(type(m))\n", &[(3, "modules")]),
     ("import torch\ntc = torch.compiler\ntc.is_compiling = lambda: True\n", &[(3, "patching")]),
+    // ... but a class bound to a name, or a name bound to something else too, is no module alias
+    (
+        "import torch\nopt = torch.optim.SGD\nopt = opt(params, lr=0.1)\nopt.param_groups[0]['lr'] = 0.2\n\
+         cudnn = torch.backends.cudnn\ncudnn.benchmark = True\n",
+        &[],
+    ),
     ("import pickle\nx = pickle.loads(blob)\n", &[(2, "dynamic")]),
     ("class A:\n    def set(self, k, v):\n        setattr(self, k, v)\n        return getattr(self, k)\n", &[]),
     // ordinary code: attributes of its own objects, config the course allows everywhere

@@ -113,6 +113,17 @@ WHY = {
 }
 
 
+def _bound_names(t):
+    """The names an assignment target binds (`a`, `a, (b, *c)`), not the bases of `a.x` or `a[i]`."""
+    if isinstance(t, ast.Name):
+        return [t.id]
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return [n for e in t.elts for n in _bound_names(e)]
+    if isinstance(t, ast.Starred):
+        return _bound_names(t.value)
+    return []
+
+
 def _fold(node):
     """The string an expression made only of string literals evaluates to (`"__clo" + "sure__"`,
     f-strings of literals, `"".join([...literals])`), or None."""
@@ -137,6 +148,7 @@ class _Audit(ast.NodeVisitor):
     def __init__(self, allow):
         self.allow = tuple(allow) + ALWAYS_ALLOWED
         self.imported = {}  # local name -> dotted module path (or module.attr)
+        self.rebound = set()  # names the file binds to something other than a module path
         self.findings = []
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -328,11 +340,12 @@ class _Audit(ast.NodeVisitor):
         for t in node.targets:
             self._target(t, "")
         # `tc = torch.compiler`: a name bound to a module (or an attribute of one) is that path,
-        # so `tc.is_compiling = …` is patching torch.compiler
+        # so `tc.is_compiling = …` is patching torch.compiler. Not a class (`opt = torch.optim.SGD`,
+        # later called) and not a name the file also binds to anything else.
         path = self.dotted(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
-        if path and not path.startswith(("<local>.", "<dynamic>")):
+        if path and not path.startswith(("<local>.", "<dynamic>")) and path.rpartition(".")[2][:1].islower():
             for t in node.targets:
-                if isinstance(t, ast.Name):
+                if isinstance(t, ast.Name) and t.id not in self.rebound:
                     self.imported[t.id] = path
         self.generic_visit(node)
 
@@ -369,6 +382,16 @@ def audit(source, filename="submission.py", allow=()):
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for al in node.names:
                 a.imported[al.asname or al.name] = f"{node.module}.{al.name}"
+    for node in ast.walk(tree):  # names bound to anything but a name or attribute path
+        targets = []
+        if isinstance(node, ast.Assign) and not isinstance(node.value, (ast.Name, ast.Attribute)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = [getattr(node, "target", None)] + [i.optional_vars for i in getattr(node, "items", ())]
+        elif isinstance(node, ast.arg):
+            a.rebound.add(node.arg)
+        for t in targets:
+            a.rebound.update(_bound_names(t))
     try:
         a.visit(tree)
     except RecursionError:
