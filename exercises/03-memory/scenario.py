@@ -71,6 +71,22 @@ class Capture(object):
         return out
 
 
+def _lm_batch(idx, targets):
+    """A batch as language-model inputs usually are: `idx` a view of a (B, T+1) token tensor (its
+    first T columns; here the extra column is the targets' last), `targets` contiguous. The view's
+    storage is larger than the view, so a ledger that sizes what autograd saved by its views
+    (`t.numel() * t.element_size()`, keyed by `t.data_ptr()`) instead of its storages
+    (`t.untyped_storage().nbytes()`) misses the extra column; values are the grader's own."""
+    tokens = torch.cat([idx, targets[:, -1:]], dim=1)
+    return {"idx": tokens[:, : idx.shape[1]], "targets": targets}
+
+
+def _clone_batch(batch):
+    """A copy of a `_lm_batch` batch, `idx` still a view of its own (B, T+1) storage."""
+    idx, targets = batch["idx"], batch["targets"]
+    return _lm_batch(idx.clone(), targets.clone())
+
+
 class ShapesSeen(object):
     """Observer of the sweep's cases: the (batch, seq_len) of every forward of the grader's TinyGPT
     (the cases of the grid have distinct shapes), so a row the submission returns for a grid
@@ -93,10 +109,7 @@ class Setup:
         self.device = torch.device(ctx.device)
         inputs = load_file(ctx.job["inputs"])
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
-        self.batch = {
-            "idx": inputs["batch/idx"].to(self.device),
-            "targets": inputs["batch/targets"].to(self.device),
-        }
+        self.batch = _lm_batch(inputs["batch/idx"].to(self.device), inputs["batch/targets"].to(self.device))
         m = ctx.model_cfg  # drawn from the seed in Rust (exercise.yaml model_draw)
         self.cfg = Config(
             vocab=m["vocab"], seq_len=m["seq_len"], d_model=m["d_model"], n_heads=m["n_heads"],
@@ -124,7 +137,7 @@ class Setup:
         v = self.cfg.vocab
         idx = torch.randint(0, v, (b, t), generator=gen)
         targets = torch.randint(0, v, (b, t), generator=gen)
-        return {"idx": idx.to(self.device), "targets": targets.to(self.device)}
+        return _lm_batch(idx.to(self.device), targets.to(self.device))
 
     def grid(self):
         return [(int(b), int(t)) for b in self.sweep_grid["batches"] for t in self.sweep_grid["seq_lens"]]
@@ -203,7 +216,7 @@ class Lesson:
         model = lib.observed_model(self.ctx, self.setup.cfg, self.setup.weights, self.device, obs)
         opt = self.setup.optimizer(name, model)
         if batch is None:
-            batch = {k: v.clone() for k, v in self.batch.items()}
+            batch = _clone_batch(self.batch)
         return {"model": model, "optimizer": opt, "batch": batch, "device": self.device}
 
     def make_case(self, batch, seq_len):

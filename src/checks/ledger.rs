@@ -55,11 +55,13 @@ pub fn optimizer_state_bytes(cfg: &ModelConfig, optimizer: &str) -> Option<i64> 
 ///   per block and row    softmax output B × H × T × T float32 (also the input of att @ v)
 ///   per token            ln_f input + mean/rstd, ln_f output, log_softmax output (4·V), targets
 ///                        and idx (int64): 8·d + 4·V + 24
+///   per sequence         idx's extra column (lesson 03's idx is a view of a B × (T+1) token
+///                        tensor, as LM inputs are: its storage holds one more int64 per row)
 ///   per batch            the causal mask ~mask[:T, :T] (bool, per block), positions (int64 T),
 ///                        nll_loss's total_weight (4)
 pub fn activation_bytes(cfg: &ModelConfig, b: i64, t: i64) -> i64 {
     let (d, v, l, h) = (cfg.d_model, cfg.vocab, cfg.n_blocks, cfg.n_heads);
-    b * (4 * l * h * t * t + t * (l * (64 * d + 16) + 8 * d + 4 * v + 24)) + l * t * t + 8 * t + 4
+    b * (4 * l * h * t * t + t * (l * (64 * d + 16) + 8 * d + 4 * v + 24) + 8) + l * t * t + 8 * t + 4
 }
 
 fn int(ev: &Event, key: &str) -> Option<i64> {
