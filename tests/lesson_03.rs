@@ -43,10 +43,13 @@ fn grade_obs(obs: Observations) -> Vec<Verdict> {
 fn grade_obs_rerun(obs: Observations, rerun: f32) -> Vec<Verdict> {
     let ex = recorded_exercise();
     let rubric = Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), &ex).unwrap();
-    let tensors = [("ledger/adam/loss", 1.0f32), ("ledger/adam_again/loss", rerun)]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), tch::Tensor::from_slice(&[v])))
-        .collect();
+    let tensors = [
+        ("ledger/adam/loss", 1.0f32),
+        ("ledger/adam_again/loss", rerun),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), tch::Tensor::from_slice(&[v])))
+    .collect();
     let evidence = Evidence {
         obs,
         tensors,
@@ -280,7 +283,10 @@ fn a_rerun_that_does_another_step_fails_reproducible() {
     // gradients): its step is not the first call's
     let vs = grade_obs_rerun(recorded("solution"), 0.0);
     assert_eq!(failing(&vs), vec!["ledger_reproducible"]);
-    assert!(verdict(&vs, "ledger_reproducible").why.en.contains("out of tolerance"));
+    assert!(verdict(&vs, "ledger_reproducible")
+        .why
+        .en
+        .contains("out of tolerance"));
 }
 
 #[test]

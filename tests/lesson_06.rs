@@ -171,7 +171,11 @@ fn recorded_solution_reads_back_once_per_log_and_the_tokens_once() {
     let extra = obs.metrics["count_syncs.extra_reads"].as_i64().unwrap();
     for (who, own) in [("baseline", 13), ("train", 1)] {
         let n = &obs.metrics[&format!("count_syncs.{who}")];
-        assert_eq!(n, &obs.metrics[&format!("count_syncs.grader.{who}")], "{who}");
+        assert_eq!(
+            n,
+            &obs.metrics[&format!("count_syncs.grader.{who}")],
+            "{who}"
+        );
         assert_eq!(n.as_i64().unwrap() - extra, own, "{who}");
     }
     // count_syncs() called the grader's fn once per run, with the profiler recording throughout

@@ -61,7 +61,10 @@ pub fn optimizer_state_bytes(cfg: &ModelConfig, optimizer: &str) -> Option<i64> 
 ///                        nll_loss's total_weight (4)
 pub fn activation_bytes(cfg: &ModelConfig, b: i64, t: i64) -> i64 {
     let (d, v, l, h) = (cfg.d_model, cfg.vocab, cfg.n_blocks, cfg.n_heads);
-    b * (4 * l * h * t * t + t * (l * (64 * d + 16) + 8 * d + 4 * v + 24) + 8) + l * t * t + 8 * t + 4
+    b * (4 * l * h * t * t + t * (l * (64 * d + 16) + 8 * d + 4 * v + 24) + 8)
+        + l * t * t
+        + 8 * t
+        + 4
 }
 
 fn int(ev: &Event, key: &str) -> Option<i64> {
