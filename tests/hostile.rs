@@ -34,6 +34,15 @@ struct Graded {
 }
 
 fn grade(name: &str, extra: &[&str]) -> Graded {
+    grade_file(
+        name,
+        &root().join(format!("tests/fixtures/hostile/{name}.py")),
+        extra,
+    )
+}
+
+/// As `grade`, the submission `name` read from `path`.
+fn grade_file(name: &str, path: &std::path::Path, extra: &[&str]) -> Graded {
     plant_canary();
     let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_grade"))
@@ -46,7 +55,7 @@ fn grade(name: &str, extra: &[&str]) -> Graded {
             "5",
         ])
         .arg("--submission")
-        .arg(root().join(format!("tests/fixtures/hostile/{name}.py")))
+        .arg(path)
         .args(extra)
         .env("GRADE_ROOT", root())
         .env_remove("GRADE_PYTHON")
@@ -200,9 +209,17 @@ fn files_outside_the_temp_dir_cannot_be_deleted() {
 #[test]
 fn no_network() {
     let _shared = EXCLUSIVE.read().unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:47831").expect("port 47831 free");
+    // a port of our own (two suites at once on one machine must not share one): the fixture's
+    // 47831 becomes it
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
-    let g = grade("open_socket", &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let sub = tmp.path().join("open_socket.py");
+    let src =
+        std::fs::read_to_string(root().join("tests/fixtures/hostile/open_socket.py")).unwrap();
+    std::fs::write(&sub, src.replace("47831", &port.to_string())).unwrap();
+    let g = grade_file("open_socket", &sub, &[]);
     assert!(
         listener.accept().is_err(),
         "the submission reached a listener on the grader's loopback"
