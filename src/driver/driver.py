@@ -88,7 +88,8 @@ class _Channel:
         self._put(data)
         self.sent += 1
 
-    def _send_json(self, rec):
+    def _encode(self, rec):
+        """One JSON record as the channel frames it (`J <bytes>` and the JSON)."""
         try:
             doc = json.dumps(rec, allow_nan=False, separators=(",", ":"))
         except (ValueError, TypeError):
@@ -97,7 +98,7 @@ class _Channel:
         return b"J %d\n" % len(data) + data
 
     def record(self, *rec):
-        self._send(self._send_json(rec))
+        self._send(self._encode(rec))
 
     def tensor(self, name, t):
         from safetensors.torch import save
@@ -515,7 +516,7 @@ def _tamper(what):
     if ctx.watch is not None:
         ctx.watch.seen.add(what)
     ch = ctx._channel
-    ch._put(ch._send_json(("metric", f"integrity.seen.{what}", ctx.current_probe or "?")))
+    ch._put(ch._encode(("metric", f"integrity.seen.{what}", ctx.current_probe or "?")))
     ch.sent += 1
 
 
