@@ -5,9 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup.sh
-# test-only: the JUnit XML schema validator (tests/batch.rs)
-.venv/bin/python -c 'import xmlschema' 2>/dev/null ||
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check xmlschema
+# test-only: the JUnit XML and JSON schema validators (tests/batch.rs, tests/platforms.rs)
+.venv/bin/python -c 'import xmlschema, jsonschema' 2>/dev/null ||
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check xmlschema jsonschema
 # test-only: tmux drives `grade watch` in a terminal (tests/student_loop.rs)
 if ! command -v tmux >/dev/null; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)

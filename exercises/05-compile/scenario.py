@@ -414,6 +414,22 @@ class Lesson:
             ctx.metric("shapes.watch", f"patched {patched[0]}" if patched else "intact")
 
 
+def _persistent_precompiled_header():
+    """Inductor's precompiled header (~5 s of g++, 150 MB) in the compile cache, not in
+    `tempfile.gettempdir()` (each run's own folder, gone when it ends): inductor builds the header
+    in every process that loads a C++ kernel, cache hit or not, so without this every warm run
+    paid a cold header. A student's run reads the copy in its private cache (the course's runs
+    write the shared one), as it does the kernels."""
+    import os
+
+    import torch._inductor.codecache as codecache
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    if hasattr(codecache, "_HEADER_DIR"):  # torch 2.13's names (a future torch: its default)
+        codecache._HEADER_DIR = os.path.join(cache_dir(), "precompiled_headers")
+        codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+
+
 _DYNAMO_WATCH = None
 
 
@@ -429,6 +445,7 @@ def run(ctx):
     import torch._inductor.config as inductor_config
 
     inductor_config.compile_threads = 1  # compile in this process: one CPU thread, no worker pool
+    _persistent_precompiled_header()
     lesson = Lesson(ctx)
     lesson.watch = _DYNAMO_WATCH or _DynamoWatch(ctx)  # (a driver without the hook: install now)
     for name in ("sim", "break_even", "real", "shapes"):
