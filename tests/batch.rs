@@ -931,12 +931,28 @@ fn a_class_of_thirty() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    let lesson = support::lesson::Lesson("04-checkpoint");
+    let rubric = lesson.rubric(&lesson.exercise());
     let mut wrong = Vec::new();
     for (id, _, fails) in &want {
         let rec = json(&out.join(format!("records/04-checkpoint/{id}.json")));
         let failed = support::lesson::report_failing(&rec);
         let ok = match fails {
-            Some(f) => &failed == f,
+            // as `grade check` judges: a fixture wrong elsewhere is not held to the timing bands
+            // its entry leaves out
+            Some(f) => {
+                let either = grade::selftest::expected::bands_not_held(
+                    &rubric,
+                    f,
+                    grade::runner::Device::Cpu,
+                );
+                let held: Vec<String> = failed
+                    .iter()
+                    .filter(|c| !either.contains(c))
+                    .cloned()
+                    .collect();
+                &held == f
+            }
             None => !failed.is_empty(),
         };
         if !ok {

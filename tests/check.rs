@@ -416,3 +416,73 @@ fn expectations_may_differ_by_device() {
         "expected.yaml:{line}:{column}: ckpt_in_inference: unknown field `fails`, expected one of `fail`, `cpu`, `cuda`"
     ));
 }
+
+#[test]
+fn a_fixture_wrong_elsewhere_is_not_held_to_timing_bands_it_does_not_list() {
+    let course = CourseCopy::new();
+    let rubric = "rubrics/04-checkpoint.yaml";
+    // a timing band that now fails every submission
+    course.edit(rubric, |t| {
+        in_criterion(t, "step_time_cost", |l| l.replace("min: 0.9", "min: 1000"))
+    });
+    let run = course.check(&[
+        EX,
+        "--only",
+        "no_sync",
+        "--only",
+        "chained_timestamps",
+        "--format",
+        "json",
+        "--lang",
+        "en",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let j = run.json();
+    let subs: std::collections::BTreeMap<String, &Value> = j["exercises"][0]["submissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap().to_string(), s))
+        .collect();
+    // wrong elsewhere (compare_sync): the band's failure is reported, not a surprise
+    let no_sync = subs["no_sync"];
+    assert_eq!(no_sync["as_expected"], true, "{}", run.stdout);
+    assert_eq!(
+        no_sync["either"],
+        serde_json::json!(["step_time_cost", "compare_time_agrees"])
+    );
+    assert_eq!(
+        no_sync["failed"],
+        serde_json::json!(["step_time_cost", "compare_sync"])
+    );
+    assert!(
+        run.stderr.contains(
+            "no_sync · ✔ as expected; also failed timing band step_time_cost (wrong elsewhere: not held to it)"
+        ),
+        "{}",
+        run.stderr
+    );
+    // a correct submission is held to every band
+    assert!(subs["chained_timestamps"].get("either").is_none());
+    let s = run.surprises("fixtures", "step_time_cost");
+    assert_eq!(s.len(), 1, "{}", run.stdout);
+    assert_eq!(s[0]["submission"], "chained_timestamps");
+    // without `band: true` the same failure of no_sync is a surprise
+    course.edit(rubric, |t| {
+        in_criterion(t, "step_time_cost", |l| {
+            if l.trim_start().starts_with("band: true") {
+                String::new()
+            } else {
+                l.to_string()
+            }
+        })
+    });
+    let run = course.check(&[EX, "--only", "no_sync", "--format", "json", "--lang", "en"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let s = run.surprises("fixtures", "step_time_cost");
+    assert_eq!(s.len(), 1, "{}", run.stdout);
+    assert!(s[0]["message"]["en"]
+        .as_str()
+        .unwrap()
+        .contains("fails `step_time_cost`, which tests/fixtures/04-checkpoint/expected.yaml does not list for `no_sync`"));
+}

@@ -512,7 +512,18 @@ fn stress_every_submission_with_a_busy_core() {
         };
         for i in 0..n {
             let (_, report) = L.grade_file(&path);
-            if report_failing(&report) != want {
+            // as `grade check` judges: a fixture wrong elsewhere is not held to the bands it
+            // does not list
+            let either = grade::selftest::expected::bands_not_held(
+                &rubric(&exercise()),
+                &want,
+                grade::runner::Device::Cpu,
+            );
+            let held: Vec<String> = report_failing(&report)
+                .into_iter()
+                .filter(|c| !either.contains(c))
+                .collect();
+            if held != want {
                 flakes.push(format!(
                     "{name} run {i} (seed {}): {}",
                     report["seed"],

@@ -3,7 +3,8 @@
 //! of criterion ids (`no_sync: [compare_sync]`), or `{fail: [...], cpu: [...], cuda: [...]}` when
 //! some criteria fail on one device only. Validated against the rubric and the folder: an unknown
 //! criterion, an entry without its `.py` file or a `.py` file without an entry is an error at
-//! `file:line:column`.
+//! `file:line:column`. A fixture that must fail something is not held to the rubric's timing
+//! bands (`band: true`) its entry leaves out (`selftest::Graded::either`).
 use crate::course::Course;
 use crate::error::GradeError;
 use crate::runner::Device;
@@ -66,6 +67,23 @@ impl Fails {
     fn all(&self) -> impl Iterator<Item = &String> {
         self.fail.iter().chain(&self.cpu).chain(&self.cuda)
     }
+}
+
+/// The timing bands (`band: true`) a submission that must fail `must_fail` is not held to: when
+/// it is wrong elsewhere, its error may be a small factor on a real timing, which the machine's
+/// load can move across a band's edge, so either verdict of a band its entry does not list is as
+/// expected. A submission that must pass (`[]`) is held to every band.
+pub fn bands_not_held(rubric: &Rubric, must_fail: &[String], device: Device) -> Vec<String> {
+    if must_fail.is_empty() {
+        return Vec::new();
+    }
+    rubric
+        .criteria
+        .iter()
+        .filter(|c| c.band && !must_fail.contains(&c.id))
+        .filter(|c| super::coverage::applies(c, device))
+        .map(|c| c.id.clone())
+        .collect()
 }
 
 /// The expectations of one exercise.

@@ -95,11 +95,26 @@ pub struct Graded {
     pub run: u32,
     /// Criteria it must fail (those that apply on this device); `None`: any, but at least one.
     pub expected_failures: Option<Vec<String>>,
+    /// Timing bands (`band: true`) it is not held to: it is wrong elsewhere and expected.yaml
+    /// does not list them, so either verdict is as expected (the verdict is still reported).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub either: Vec<String>,
     pub failed: Vec<String>,
     pub as_expected: bool,
     /// Grading time (workload, run, reference, checks).
     pub seconds: f64,
     pub report: Report,
+}
+
+impl Graded {
+    /// The timing bands it failed without being held to them (see `either`).
+    pub fn bands_failed(&self) -> Vec<String> {
+        self.either
+            .iter()
+            .filter(|c| self.failed.contains(c))
+            .cloned()
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -159,6 +174,8 @@ struct Job {
     path: PathBuf,
     run: u32,
     expected: Option<Vec<String>>,
+    /// See `Graded::either`.
+    either: Vec<String>,
 }
 
 struct Prepared {
@@ -289,12 +306,16 @@ fn plan(
                 .map(|c| c.id.clone())
                 .collect()
         };
-        let job = |name: &str, part, path: &PathBuf, expected| Job {
+        let job = |name: &str, part, path: &PathBuf, expected: Option<Vec<String>>| Job {
             exercise: i,
             name: name.into(),
             part,
             path: path.clone(),
             run: 1,
+            either: expected
+                .as_ref()
+                .map(|want| expected::bands_not_held(&p.spec.rubric, want, opts.device))
+                .unwrap_or_default(),
             expected,
         };
         all.push(job(
@@ -343,6 +364,7 @@ fn plan(
             name: j.name.clone(),
             path: j.path.clone(),
             expected: j.expected.clone(),
+            either: j.either.clone(),
             ..j
         }));
     }
@@ -391,7 +413,7 @@ fn judge(course: &Course, job: &Job, report: Report, seconds: f64) -> Graded {
         .filter(|v| v.status == crate::checks::Status::Fail)
         .map(|v| v.id.clone())
         .collect();
-    let (unexpected, missing) = differences(job.expected.as_ref(), &failed);
+    let (unexpected, missing) = differences(job, &failed);
     let as_expected = unexpected.is_empty()
         && missing.is_empty()
         && (job.part != Part::Starter || !failed.is_empty() && unexplained(&report).is_empty());
@@ -401,6 +423,7 @@ fn judge(course: &Course, job: &Job, report: Report, seconds: f64) -> Graded {
         path: course.rel(&job.path),
         run: job.run,
         expected_failures: job.expected.clone(),
+        either: job.either.clone(),
         failed,
         as_expected,
         seconds,
@@ -408,15 +431,16 @@ fn judge(course: &Course, job: &Job, report: Report, seconds: f64) -> Graded {
     }
 }
 
-/// (failed but not expected, expected but not failed); nothing when any failure will do.
-fn differences(expected: Option<&Vec<String>>, failed: &[String]) -> (Vec<String>, Vec<String>) {
-    let Some(want) = expected else {
+/// (failed but not expected, expected but not failed); nothing when any failure will do. A band
+/// the job is not held to (`either`) is neither.
+fn differences(job: &Job, failed: &[String]) -> (Vec<String>, Vec<String>) {
+    let Some(want) = job.expected.as_ref() else {
         return (Vec::new(), Vec::new());
     };
     (
         failed
             .iter()
-            .filter(|c| !want.contains(c))
+            .filter(|c| !want.contains(c) && !job.either.contains(c))
             .cloned()
             .collect(),
         want.iter()
@@ -445,7 +469,7 @@ fn surprise(course: &Course, exercise: &str, job: &Job, g: &Graded) -> Option<Su
     let r = &g.report;
     let rubric = course.rel(&course.rubric(exercise));
     let exp = course.rel(&course.fixtures_dir(exercise).join("expected.yaml"));
-    let (unexpected, missing) = differences(job.expected.as_ref(), &g.failed);
+    let (unexpected, missing) = differences(job, &g.failed);
     let list = |ids: &[String]| {
         ids.iter()
             .map(|c| format!("`{c}`"))

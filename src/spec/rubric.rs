@@ -33,6 +33,12 @@ pub struct Criterion {
     pub points: u32,
     #[serde(default)]
     pub only_on: Option<OnlyOn>,
+    /// `band: true`: a sanity band on real-device timings. It must pass every correct submission
+    /// on a loaded machine, but on a submission already wrong elsewhere whose error is a small
+    /// factor on a real timing, whether it also fails is the machine's load: `grade check` holds
+    /// it to a fixture only where expected.yaml lists it (see `selftest::expected`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub band: bool,
     /// `check: {close: {...}}`: the check kind is the single key.
     #[serde(with = "serde_yaml::with::singleton_map_recursive")]
     pub check: Check,

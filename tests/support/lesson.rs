@@ -306,7 +306,12 @@ impl Checked {
         );
         assert_eq!(self.code, 0, "grade check {} exit code", self.id);
         subs.iter()
-            .map(|(name, s)| (name.clone(), super::verdict_table(&s["report"])))
+            .map(|(name, s)| {
+                (
+                    name.clone(),
+                    super::verdict_table_with(&s["report"], &s["either"]),
+                )
+            })
             .collect()
     }
 }
