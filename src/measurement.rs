@@ -10,6 +10,8 @@
 //!   `_ns` clock); `timer {clock: cuda_event, id}` recorded a CUDA event; `elapsed {a, b, v}` the
 //!   submission asked for the time between two recorded CUDA events.
 //! - `sync` the submission called the `sync()` it was given.
+//! - `work` device work the grader queued outside any step (lesson 05: inputs still being copied
+//!   when `time_calls` starts): no step, but a clock read after it needs a `sync` between.
 //!
 //! A **window** is two consecutive reads of one clock that enclose exactly `per` whole steps of
 //! one variant and no stray forward; its duration is rebuilt from the values the clocks returned.
@@ -81,6 +83,9 @@ pub struct Measurement {
     pub intervals: Vec<Interval>,
     /// Positions of `sync` events.
     pub syncs: Vec<usize>,
+    /// Positions of `work` events: device work the grader queued outside any step (a clock read
+    /// after it needs a `sync()` between, as after a step).
+    pub queued: Vec<usize>,
     /// Whole steps per timed repeat.
     pub per: usize,
     /// Seconds between two recorded CUDA events (by their ids), as the submission asked.
@@ -143,6 +148,7 @@ impl Measurement {
         let mut by_id: BTreeMap<i64, usize> = BTreeMap::new();
         let mut reads = Vec::new();
         let mut syncs = Vec::new();
+        let mut queued = Vec::new();
         let mut elapsed: BTreeMap<(i64, i64), f64> = BTreeMap::new();
         for (pos, e) in events.iter().enumerate() {
             let id = int(e.fields.get("id"));
@@ -192,6 +198,7 @@ impl Measurement {
                     }
                 }
                 "sync" => syncs.push(pos),
+                "work" => queued.push(pos),
                 _ => {}
             }
             if let (Some(id), Some(v)) = (id, e.field_str("variant")) {
@@ -235,6 +242,7 @@ impl Measurement {
             reads,
             intervals,
             syncs,
+            queued,
             per,
             elapsed,
         }
@@ -321,13 +329,14 @@ impl Measurement {
             .count()
     }
 
-    /// Positions of every step's `step` and `step_done` events, in order.
+    /// Positions of every step's `step` and `step_done` events and of queued `work`, in order.
     fn work(&self) -> Vec<usize> {
         let mut w: Vec<usize> = self
             .steps
             .iter()
             .flat_map(|s| [Some(s.start), s.end])
             .flatten()
+            .chain(self.queued.iter().copied())
             .collect();
         w.sort_unstable();
         w

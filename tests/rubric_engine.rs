@@ -596,6 +596,28 @@ fn a_missing_sync_before_either_read_is_caught() {
     assert!(predicate("warmup", &t).pass);
 }
 
+/// Device work the grader queued before handing over (a `work` event: no step, no call) makes a
+/// first clock read without `sync()` an unsynced one; with nothing queued the same read is fine.
+#[test]
+fn queued_device_work_needs_a_sync_before_the_first_read() {
+    let trace = |queued: bool| {
+        let mut t = T::default();
+        if queued {
+            t.events.push(Event::new("work"));
+        }
+        t.read().step("off", OFF[0]).sync().read(); // no sync() before the first read
+        t.timed("off", &OFF[1..]).timed("on", &ON);
+        t
+    };
+    let out = predicate("synced", &trace(false));
+    assert!(out.pass, "{}", out.why.en);
+    assert_eq!(out.measured.en, "10/10 timed windows synced");
+    let out = predicate("synced", &trace(true));
+    assert!(!out.pass);
+    assert_eq!(out.measured.en, "9/10 timed windows synced");
+    assert!(out.why.en.contains("1 opening, 0 closing"), "{}", out.why.en);
+}
+
 #[test]
 fn every_run_is_judged_and_named() {
     let good = good();

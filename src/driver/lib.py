@@ -177,7 +177,7 @@ class SimDevice:
     launch overhead. All times are whole `TICK`s: durations rebuilt from clock values are exact.
 
     Events (in the active trace): `step {id}` + `step_done {id}` per `work()` call tagged as a step
-    (`variant` optional), `sync` per `sync()`.
+    (`variant` optional), `work` per `queue()` (device work outside any call), `sync` per `sync()`.
     """
 
     def __init__(self, ctx, host=16 * TICK, base=0.0):
@@ -204,6 +204,15 @@ class SimDevice:
         if step:
             self.ctx.event("step_done", id=k)
         return k
+
+    def queue(self, cost):
+        """Device work the grader enqueued before handing over (inputs and weights still being
+        copied, as after `.to(device)` on a GPU): a `work` event, no call of anything. A clock read
+        after it without a `sync()` between is not synced (measurement.rs)."""
+        self.ctx.event("work")
+        start = max(self.now, self.queue_end)
+        self.queue_end = start + ticks(cost)
+        self.now += self.host
 
     def sync(self):
         self.syncs += 1
