@@ -615,7 +615,11 @@ fn queued_device_work_needs_a_sync_before_the_first_read() {
     let out = predicate("synced", &trace(true));
     assert!(!out.pass);
     assert_eq!(out.measured.en, "9/10 timed windows synced");
-    assert!(out.why.en.contains("1 opening, 0 closing"), "{}", out.why.en);
+    assert!(
+        out.why.en.contains("1 opening, 0 closing"),
+        "{}",
+        out.why.en
+    );
 }
 
 #[test]
@@ -948,4 +952,38 @@ fn number_formatting_is_readable() {
     assert_eq!(checks::fmt_num(0.116812), "0.1168");
     assert_eq!(checks::fmt_num(1.5e-9), "1.500e-9");
     assert_eq!(checks::fmt_bounds(Some(0.5), Some(2.0)), "∈ [0.5, 2]");
+}
+
+/// `reproducible` with `measured: true`: a second run that handed back the first run's numbers
+/// (cached, no step ran) agrees with it but is no second measurement.
+#[test]
+fn a_cached_second_run_is_not_a_second_measurement() {
+    let e = trace_evidence(
+        &[("compare.run1", &good()), ("compare.run2", &T::default())],
+        &[("off", 0.011), ("on", 0.021)],
+    );
+    let spec = "{reproducible: {runs: [compare.run1, compare.run2], quantities: [{metric: off.step_s, max_rel_diff: 0}]}}";
+    assert!(run(spec, &e).pass);
+    let out = run(
+        &spec.replace("quantities", "measured: true, quantities"),
+        &e,
+    );
+    assert!(!out.pass);
+    assert_eq!(out.measured.en, "compare.run2: 0 whole steps");
+    assert!(
+        out.why.en.starts_with("compare.run2 measured nothing"),
+        "{}",
+        out.why.en
+    );
+    let both = trace_evidence(
+        &[("compare.run1", &good()), ("compare.run2", &good())],
+        &[("off", 0.011), ("on", 0.021)],
+    );
+    assert!(
+        run(
+            &spec.replace("quantities", "measured: true, quantities"),
+            &both
+        )
+        .pass
+    );
 }

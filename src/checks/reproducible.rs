@@ -1,8 +1,10 @@
 //! `reproducible`: the same quantities, measured in two runs, agree within a relative tolerance
 //! (a quantity is a metric of each run, a ratio of two, or a count of one kind of event in each
-//! run's trace).
+//! run's trace). With `measured: true` each run's trace must also hold a whole step: a cached
+//! second result agrees with the first but is no second measurement.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
+use crate::measurement::Measurement;
 use crate::observations::Absent;
 use crate::spec::rubric::{Quantity, ReproducibleSpec};
 use crate::text;
@@ -61,6 +63,26 @@ pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
         });
     let mut measured = Vec::new();
     let mut bad = Vec::new();
+    if spec.measured {
+        for run in [a, b] {
+            let events = match env.evidence.trace(run) {
+                Ok(ev) => ev,
+                Err(why) => return Outcome::missing(why, bound),
+            };
+            let m = Measurement::read(events, 1);
+            if !m.steps.iter().any(|s| s.whole()) {
+                return Outcome::new(
+                    false,
+                    text!(format!("{run}：0 个完整步骤"), format!("{run}: 0 whole steps")),
+                    bound,
+                    text!(
+                        format!("{run} 什么也没测：其中没有运行任何完整的训练步（把第一次调用的结果缓存起来再返回，不是再测一次）"),
+                        format!("{run} measured nothing: no whole training step ran in it (handing back the first call's result, cached, is not measuring again)")
+                    ),
+                );
+            }
+        }
+    }
     for q in &spec.quantities {
         let (va, vb) = match (value(env, a, q), value(env, b, q)) {
             (Ok(x), Ok(y)) => (x, y),

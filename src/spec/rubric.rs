@@ -331,6 +331,10 @@ pub struct ReproducibleSpec {
     /// Metric prefixes of the two runs, e.g. `compare.run1` and `compare.run2`.
     pub runs: [String; 2],
     pub quantities: Vec<Quantity>,
+    /// `measured: true`: each run names a trace, and each must hold a whole step. A second call
+    /// that hands back the first call's result (cached) agrees with it, but measured nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub measured: bool,
 }
 
 /// A metric (relative to a run prefix), or the ratio of two, and how far the runs may differ.
