@@ -108,6 +108,12 @@ fn recorded_single_timing_is_named_single_timing() {
         "measure_truth",
         "a single timing (every step in one window)",
     );
+    // the clock reads did enclose steps: the window is named, with the mean it gave
+    recorded_fixture(
+        "single_timing",
+        "samples_from_windows",
+        "no timed window holds exactly 1 whole step(s): 1 window(s) held 7 step(s); sample #1 is a window of 7 steps ÷ 7: the mean of one timing",
+    );
 }
 
 fn set(obs: &mut Observations, key: &str, v: Value) {

@@ -385,7 +385,7 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
         }
     }
     if m.windows().is_empty() {
-        return no_timing();
+        return no_window_of_per(m, xs);
     }
     let (k, window) = stop.unwrap_or((0, None));
     let x = xs[k];
@@ -428,6 +428,52 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
                 fmt_num(x),
                 fmt_num(per)
             )
+        ),
+    )
+}
+
+/// No window of exactly `per` whole steps: say what the clock reads did enclose (one window of
+/// every step is the chapter's single timing), and whether the first sample is such a window's
+/// mean; `no_timing` when they enclose no step at all.
+fn no_window_of_per(m: &Measurement, xs: &[f64]) -> Outcome {
+    let clean: Vec<&crate::measurement::Interval> =
+        m.intervals.iter().filter(|iv| iv.partial == 0).collect();
+    if clean.is_empty() {
+        return no_timing();
+    }
+    let mut sizes: Vec<usize> = clean.iter().map(|iv| iv.steps.len()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let sizes = sizes
+        .iter()
+        .map(|n| n.to_string())
+        .collect::<Vec<_>>()
+        .join("/");
+    let per = m.per;
+    let mean = xs.first().and_then(|&x| {
+        clean.iter().find_map(|iv| {
+            let n = iv.steps.len();
+            let d = iv.duration?;
+            (n > per && close_to(x, d / n as f64, d / n as f64)).then_some(n)
+        })
+    });
+    let (mean_zh, mean_en) = match mean {
+        Some(n) => (
+            format!("；第 1 个样本是一个 {n} 步窗口 ÷ {n}：一次计时的平均值，不是 repeats 个样本"),
+            format!("; sample #1 is a window of {n} steps ÷ {n}: the mean of one timing, not `repeats` samples"),
+        ),
+        None => (String::new(), String::new()),
+    };
+    Outcome::new(
+        false,
+        text!(
+            format!("0 个窗口恰好 {per} 步"),
+            format!("0 windows of exactly {per} step(s)")
+        ),
+        "",
+        text!(
+            format!("没有一个计时窗口恰好包含 {per} 个完整的步骤：{} 个窗口分别包含 {sizes} 步{mean_zh}。每个样本应是一个 steps_per_repeat 步的窗口 ÷ steps_per_repeat", clean.len()),
+            format!("no timed window holds exactly {per} whole step(s): {} window(s) held {sizes} step(s){mean_en}. Each sample is one window of steps_per_repeat steps ÷ steps_per_repeat", clean.len())
         ),
     )
 }
