@@ -71,6 +71,11 @@ pub fn evaluate(spec: &ReproducibleSpec, env: &Env) -> Outcome {
             };
             let m = Measurement::read(events, 1);
             if !m.steps.iter().any(|s| s.whole()) {
+                // a failed probe explains an empty trace (and blocks this criterion) by itself
+                let absent = env.evidence.why_missing(run);
+                if absent.probe.is_some() {
+                    return Outcome::missing(absent, bound);
+                }
                 return Outcome::new(
                     false,
                     text!(format!("{run}：0 个完整步骤"), format!("{run}: 0 whole steps")),
