@@ -757,6 +757,28 @@ fn count_compares_with_model_references() {
     assert_eq!(out.bound.en, "ckpt = 4");
 }
 
+#[test]
+fn count_compares_with_a_number_the_run_recorded_and_fails_without_it() {
+    // lesson 05's calls_exact: fn's `step` events against the count the probe drew and recorded
+    let steps = |n: usize| (0..n).map(|_| Event::new("step")).collect::<Vec<_>>();
+    let yaml = "{trace: {stream: sim, count: step, equals: $metric.sim.calls_expected}}";
+    let mut e = with_metrics(&[("sim.calls_expected", json!(27))]);
+    e.obs.traces.insert("sim".into(), steps(27));
+    let out = run(yaml, &e);
+    assert!(out.pass, "{}", out.why.en);
+    assert_eq!(out.bound.en, "step = 27");
+    e.obs.traces.insert("sim".into(), steps(28));
+    let out = run(yaml, &e);
+    assert!(!out.pass);
+    assert_eq!(out.why.en, "sim: 28 `step` events, expected = 27");
+    // the recorded count missing (its probe failed): a failure naming it, never "no bound"
+    let mut e = Evidence::default();
+    e.obs.traces.insert("sim".into(), steps(3));
+    let out = run(yaml, &e);
+    assert!(!out.pass);
+    assert!(out.why.en.contains("sim.calls_expected"), "{}", out.why.en);
+}
+
 // ------------------------------------------------------------------------ answer, reproducible
 
 #[test]

@@ -104,6 +104,22 @@ fn unresolvable_reference_is_located() {
 }
 
 #[test]
+fn a_recorded_bound_is_allowed_only_on_a_trace_count() {
+    // `$metric.NAME` is a number of the run: a ratio bound read from it is refused at load
+    let e = rubric_error(&GOOD.replace("max: 0.5", "max: $metric.x.c"));
+    assert!(e.starts_with("FILE:3:5:"), "{e}");
+    assert!(e.contains("allowed only as a trace count's bound"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ok.yaml");
+    let count = GOOD.replace(
+        "ratio: {num: x.a, den: x.b, max: 0.5}",
+        "trace: {stream: s, count: step, equals: $metric.s.calls}",
+    );
+    std::fs::write(&path, count).unwrap();
+    Rubric::load(&path, &exercise()).unwrap();
+}
+
+#[test]
 fn inverted_bounds_are_rejected() {
     let e = rubric_error(&GOOD.replace("max: 0.5", "min: 2, max: 1"));
     assert!(e.contains("min (2) is greater than max (1)"), "{e}");

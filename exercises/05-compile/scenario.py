@@ -27,11 +27,13 @@ from rubrics/05-compile.yaml. Probes:
               against eager's.
 
 Which side computes what (issue 17): the simulated device's truth and the named mistakes are
-recorded by this probe after time_calls() returns; break-even answers are computed in Rust only;
+recorded (sent) by this probe before time_calls() gets `fn`, and fn's calls are counted from its
+`step` events in Rust; break-even answers are computed in Rust only;
 window durations and their match with time_calls()'s numbers are rebuilt in Rust from the clock
 values the driver recorded; graphs and graph breaks are counted in Rust from the events above;
 the logits' reference is libtorch's (Rust).
 """
+import itertools
 import random
 import signal
 import statistics
@@ -224,13 +226,18 @@ class Lesson:
         calls = rng.randint(int(lo), int(hi))
         compile_s = lib.ticks(rng.uniform(0.5, 2.0))
         # costs[k]: device work of call k (extra ones for submissions that call more often)
-        costs = [lib.ticks(rng.uniform(2e-3, 6e-3)) for _ in range(calls + 8)]
+        costs = tuple(lib.ticks(rng.uniform(2e-3, 6e-3)) for _ in range(calls + 8))
+        queued = lib.ticks(rng.uniform(20e-3, 80e-3))
         sim = lib.SimDevice(ctx)
-        made = [0]
+        # The grader's answers leave before the submission gets `fn` (issue 18): they are sent at
+        # once, so what the submission can reach through fn (its closure: the device, the costs)
+        # can change how the device behaves, never what its numbers are held to. How many times
+        # fn ran is counted in Rust from the `step` events (calls_exact), not from a counter here.
+        self.record_sim_truth(calls, compile_s, costs, sim.host)
+        made = itertools.count()
 
         def fn(x):
-            k = made[0]
-            made[0] += 1
+            k = next(made)
             sim.work(costs[min(k, len(costs) - 1)], block=compile_s if k == 0 else 0.0)
             return x
 
@@ -241,29 +248,31 @@ class Lesson:
                 # as in a student's own script): a first clock read without sync() opens on queued
                 # work. The compile (host time) outlasts it, so the first number is the same either
                 # way; the method is what timing_synced holds.
-                sim.queue(lib.ticks(rng.uniform(20e-3, 80e-3)))
+                sim.queue(queued)
                 result = time_calls(fn, self.idx, sync=sim.sync, calls=calls)
         finally:
             ctx.trace = None
             ctx.traces["sim"] = trace
-        ctx.metric("sim.calls_made", made[0])
-        ctx.metric("sim.calls_expected", calls + 1)
         first, steady = self.timings(result, f"time_calls(fn, x, sync=sync, calls={calls})")
         ctx.metric("sim.first_s", [first])
         ctx.metric("sim.steady_s", steady)
-        # the truth, and what known mistakes return on this device (to name them in the report)
+
+    def record_sim_truth(self, calls, compile_s, costs, host):
+        """The simulated device's truth, and what known mistakes return on it (to name them)."""
+        ctx = self.ctx
+        ctx.metric("sim.calls_expected", calls + 1)
         truth_first = compile_s + costs[0]
-        later = costs[1 : calls + 1]
+        later = list(costs[1 : calls + 1])
         ctx.metric("sim.truth.first_s", [truth_first])
         ctx.metric("sim.truth.steady_s", later)
-        ctx.metric("sim.mistake.first_unsynced", [compile_s + sim.host])
+        ctx.metric("sim.mistake.first_unsynced", [compile_s + host])
         ctx.metric("sim.mistake.first_after_warmup", [costs[1]])
-        ctx.metric("sim.mistake.first_in_list", [truth_first] + costs[1:calls])
+        ctx.metric("sim.mistake.first_in_list", [truth_first] + list(costs[1:calls]))
         ctx.metric("sim.mistake.first_in_list_plus", [truth_first] + later)
         ctx.metric("sim.mistake.block", [sum(later) / calls] * calls)
         ctx.metric("sim.mistake.block_with_first", [(truth_first + sum(costs[1:calls])) / calls] * calls)
-        ctx.metric("sim.mistake.unsynced", [sim.host] * calls)
-        ctx.metric("sim.mistake.after_warmup", costs[2 : calls + 2])
+        ctx.metric("sim.mistake.unsynced", [host] * calls)
+        ctx.metric("sim.mistake.after_warmup", list(costs[2 : calls + 2]))
 
     def break_even(self):
         be = self.need("break_even")

@@ -102,6 +102,16 @@ impl Env<'_> {
     pub fn resolve(&self, op: &Option<Operand>) -> Option<f64> {
         op.as_ref().and_then(|o| o.resolve(self.exercise))
     }
+
+    /// A bound that may also be `$metric.NAME` (a number this run recorded): `Ok(None)` when
+    /// none is given, `Err` when the run did not record it (its probe failed), so that a missing
+    /// bound is never read as no bound.
+    pub fn bound(&self, op: &Option<Operand>) -> Result<Option<f64>, Absent> {
+        match op {
+            Some(Operand::Metric(name)) => self.evidence.number(name).map(Some),
+            _ => Ok(self.resolve(op)),
+        }
+    }
 }
 
 pub fn evaluate(check: &Check, env: &Env) -> Outcome {

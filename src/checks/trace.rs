@@ -40,9 +40,12 @@ pub fn evaluate(spec: &TraceSpec, env: &Env) -> Outcome {
 }
 
 fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
-    let (min, max) = match env.resolve(&spec.equals) {
+    let (min, max) = match env.bound(&spec.equals).ok().flatten() {
         Some(v) => (Some(v), Some(v)),
-        None => (env.resolve(&spec.min), env.resolve(&spec.max)),
+        None => (
+            env.bound(&spec.min).ok().flatten(),
+            env.bound(&spec.max).ok().flatten(),
+        ),
     };
     let per = env.resolve(&spec.per).unwrap_or(1.0);
     match (&spec.count, &spec.each, spec.expect) {
@@ -160,9 +163,15 @@ fn count(
         .flat_map(|(_, ev)| ev.iter())
         .filter(|e| e.e == kind && matches(spec, e))
         .count() as f64;
-    let (min, max) = match env.resolve(&spec.equals) {
-        Some(v) => (Some(v), Some(v)),
-        None => (env.resolve(&spec.min), env.resolve(&spec.max)),
+    let bounds = (|| {
+        Ok::<_, crate::observations::Absent>(match env.bound(&spec.equals)? {
+            Some(v) => (Some(v), Some(v)),
+            None => (env.bound(&spec.min)?, env.bound(&spec.max)?),
+        })
+    })();
+    let (min, max) = match bounds {
+        Ok(b) => b,
+        Err(why) => return Outcome::missing(why, bound),
     };
     let names = streams
         .iter()

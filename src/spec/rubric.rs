@@ -444,12 +444,25 @@ pub struct PerCallSpec {
     pub max: Option<Operand>,
 }
 
-/// A bound: a number, or `$model.KEY` / `$params.KEY` from exercise.yaml.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(untagged)]
+/// A bound: a number, or `$model.KEY` / `$params.KEY` from exercise.yaml, or (a trace count's
+/// bound only) `$metric.NAME`: a number the scenario recorded in this run, e.g. a call count it
+/// drew before handing anything to the submission.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Operand {
     Number(f64),
     Ref(String),
+    Metric(String),
+}
+
+/// As written in a rubric: `3`, `$params.repeats`, `$metric.sim.calls_expected`.
+impl Serialize for Operand {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Operand::Number(v) => s.serialize_f64(*v),
+            Operand::Ref(r) => s.serialize_str(r),
+            Operand::Metric(m) => s.serialize_str(&format!("$metric.{m}")),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Operand {
@@ -458,7 +471,9 @@ impl<'de> Deserialize<'de> for Operand {
         impl serde::de::Visitor<'_> for V {
             type Value = Operand;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a number or a reference like `$model.n_blocks` / `$params.repeats`")
+                f.write_str(
+                    "a number or a reference like `$model.n_blocks` / `$params.repeats` / `$metric.sim.calls_expected`",
+                )
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Operand, E> {
                 Ok(Operand::Number(v))
@@ -472,6 +487,8 @@ impl<'de> Deserialize<'de> for Operand {
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Operand, E> {
                 if v.starts_with("$model.") || v.starts_with("$params.") {
                     Ok(Operand::Ref(v.to_string()))
+                } else if let Some(name) = v.strip_prefix("$metric.").filter(|n| !n.is_empty()) {
+                    Ok(Operand::Metric(name.to_string()))
                 } else {
                     Err(E::invalid_value(serde::de::Unexpected::Str(v), &self))
                 }
@@ -482,10 +499,13 @@ impl<'de> Deserialize<'de> for Operand {
 }
 
 impl Operand {
+    /// The number, from the rubric or exercise.yaml; `None` for a `$metric.` bound (only a run's
+    /// evidence holds it: `checks::Env::bound`).
     pub fn resolve(&self, exercise: &Exercise) -> Option<f64> {
         match self {
             Operand::Number(v) => Some(*v),
             Operand::Ref(r) => exercise.lookup(r),
+            Operand::Metric(_) => None,
         }
     }
 }
@@ -543,6 +563,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
     let operand = |o: &Option<Operand>, name: &str| -> Result<Option<f64>, String> {
         match o {
             None => Ok(None),
+            Some(Operand::Metric(m)) => Err(format!(
+                "{name}: `$metric.{m}` is allowed only as a trace count's bound (count: … equals/min/max)"
+            )),
             Some(op) => op.resolve(ex).map(Some).ok_or_else(|| {
                 format!(
                     "{name}: `{op:?}` does not name a number in exercise.yaml (model: or params:)"
@@ -581,8 +604,21 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 if t.equals.is_some() && (t.min.is_some() || t.max.is_some()) {
                     return Err(format!("{what}: give equals, or min/max, not both"));
                 }
+                // a count may be bounded by a number the run recorded (`$metric.…`)
+                let recorded = |o: &Option<Operand>| {
+                    what == "count" && matches!(o, Some(Operand::Metric(_)))
+                };
                 match &t.equals {
+                    Some(_) if recorded(&t.equals) => Ok(()),
                     Some(_) => operand(&t.equals, "equals").map(|_| ()),
+                    None if recorded(&t.min) || recorded(&t.max) => {
+                        for (o, n) in [(&t.min, "min"), (&t.max, "max")] {
+                            if !recorded(o) {
+                                operand(o, n)?;
+                            }
+                        }
+                        Ok(())
+                    }
                     None => bounds(&t.min, &t.max),
                 }
             };
