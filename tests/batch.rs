@@ -857,10 +857,18 @@ fn all_exercises_in_one_batch() {
         for (student, passes) in [("sol", true), ("start", false)] {
             let rec = json(&out.join(format!("records/{id}/{student}.json")));
             let failed = rec["summary"]["failed"].as_u64().unwrap();
+            // which criteria, and why: a timing verdict flipped by load must be nameable from CI's log
+            let fails: Vec<String> = rec["verdicts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|v| v["status"] == "FAIL")
+                .map(|v| format!("{} ({}: {})", v["id"], v["measured"]["en"], v["why"]["en"]))
+                .collect();
             assert_eq!(
                 failed == 0,
                 passes,
-                "{student} {id}: {failed} failed; run_failure {}; {}",
+                "{student} {id}: {failed} failed {fails:?}; run_failure {}; {}",
                 rec["run_failure"],
                 rec["stderr_tail"]
             );
