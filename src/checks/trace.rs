@@ -5,7 +5,7 @@
 use super::{fmt_bounds, fmt_num, within, Env, Outcome};
 use crate::i18n::Text;
 use crate::measurement::{close_to, median_range, Measurement, Source};
-use crate::observations::Event;
+use crate::observations::{Absent, Event};
 use crate::spec::rubric::{TracePredicate, TraceSpec};
 use crate::text;
 use serde_json::Value;
@@ -39,14 +39,17 @@ pub fn evaluate(spec: &TraceSpec, env: &Env) -> Outcome {
     }
 }
 
-fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
-    let (min, max) = match env.bound(&spec.equals).ok().flatten() {
+/// `(min, max)` of a check: `equals` as both, else `min`/`max`; `Err` when a `$metric.` bound
+/// was not recorded (its probe failed).
+fn bounds(spec: &TraceSpec, env: &Env) -> Result<(Option<f64>, Option<f64>), Absent> {
+    Ok(match env.bound(&spec.equals)? {
         Some(v) => (Some(v), Some(v)),
-        None => (
-            env.bound(&spec.min).ok().flatten(),
-            env.bound(&spec.max).ok().flatten(),
-        ),
-    };
+        None => (env.bound(&spec.min)?, env.bound(&spec.max)?),
+    })
+}
+
+fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
+    let (min, max) = bounds(spec, env).unwrap_or((None, None));
     let per = env.resolve(&spec.per).unwrap_or(1.0);
     match (&spec.count, &spec.each, spec.expect) {
         (Some(kind), ..) => Text::same(format!("{kind} {}", fmt_bounds(min, max))),
@@ -163,13 +166,7 @@ fn count(
         .flat_map(|(_, ev)| ev.iter())
         .filter(|e| e.e == kind && matches(spec, e))
         .count() as f64;
-    let bounds = (|| {
-        Ok::<_, crate::observations::Absent>(match env.bound(&spec.equals)? {
-            Some(v) => (Some(v), Some(v)),
-            None => (env.bound(&spec.min)?, env.bound(&spec.max)?),
-        })
-    })();
-    let (min, max) = match bounds {
+    let (min, max) = match bounds(spec, env) {
         Ok(b) => b,
         Err(why) => return Outcome::missing(why, bound),
     };

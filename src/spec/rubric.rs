@@ -605,9 +605,8 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                     return Err(format!("{what}: give equals, or min/max, not both"));
                 }
                 // a count may be bounded by a number the run recorded (`$metric.…`)
-                let recorded = |o: &Option<Operand>| {
-                    what == "count" && matches!(o, Some(Operand::Metric(_)))
-                };
+                let recorded =
+                    |o: &Option<Operand>| what == "count" && matches!(o, Some(Operand::Metric(_)));
                 match &t.equals {
                     Some(_) if recorded(&t.equals) => Ok(()),
                     Some(_) => operand(&t.equals, "equals").map(|_| ()),
