@@ -142,3 +142,45 @@ fn a_forged_header_or_nonce_is_refused() {
     let (_, audit) = parse(&b, NONCE).unwrap_err();
     assert_eq!(audit, Some(serde_json::json!([])));
 }
+
+/// An instrument's counter lives in the submission's process: each call is a `tick` as it
+/// happens, and every count the driver reads (`tally`) must equal the calls sent so far. A
+/// counter lowered (lesson 04's checkpoint calls hidden) or raised fails the run, naming it.
+#[test]
+fn a_call_count_must_match_the_calls_sent() {
+    let ok = stream(
+        &[
+            r#"["tally","ckpt",0]"#,
+            r#"["tick","ckpt"]"#,
+            r#"["tick","ckpt"]"#,
+            r#"["tick","empty_cache"]"#,
+            r#"["tally","ckpt",2]"#,
+            r#"["tally","empty_cache",1]"#,
+        ],
+        Some(6),
+    );
+    assert!(parse(&ok, NONCE).unwrap().unwrap().complete);
+    for (records, read) in [
+        (
+            &[
+                r#"["tick","ckpt"]"#,
+                r#"["tick","ckpt"]"#,
+                r#"["tally","ckpt",0]"#,
+            ][..],
+            "read 0 after 2 calls",
+        ),
+        (
+            &[r#"["tick","ckpt"]"#, r#"["tally","ckpt",5]"#][..],
+            "read 5 after 1 calls",
+        ),
+        (&[r#"["tally","ckpt",1]"#][..], "read 1 after 0 calls"),
+        (&[r#"["tally","ckpt","1"]"#][..], "read \"1\" after 0 calls"),
+    ] {
+        let (why, _) = parse(&stream(records, Some(records.len())), NONCE).unwrap_err();
+        let why = en(why);
+        assert!(
+            why.contains(read) && why.contains("`ckpt` call counter"),
+            "{why}"
+        );
+    }
+}

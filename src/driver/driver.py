@@ -13,6 +13,7 @@ from these raw observations.
 import json
 import os
 import sys
+import threading
 import time
 import timeit
 import traceback
@@ -61,12 +62,14 @@ class _Channel:
         J <bytes>\n<json>                            a record: ["metric", key, value],
                                                      ["event", stream, fields], ["trace", name, stream],
                                                      ["rows", name, [rows]], ["row", name, row],
-                                                     ["probe", name, record], ["audit", findings]
+                                                     ["probe", name, record], ["audit", findings],
+                                                     ["tick", name] (an instrument was called),
+                                                     ["tally", name, n] (its count read: n calls)
         T <bytes>\n<safetensors>                     one named tensor
         END <records> <driver seconds>\n             last: how many records came before
 
-    A key, trace name, tensor or probe end written twice, bytes after `END`, or a count that does
-    not match fail the run on the grader's side."""
+    A key, trace name, tensor or probe end written twice, bytes after `END`, a count that does
+    not match, or a tally that is not the ticks sent before it fail the run on the grader's side."""
 
     def __init__(self, fd, nonce):
         self.fd = fd
@@ -174,8 +177,10 @@ class Ctx:
         # the grader's clock for comparing two calls' costs: on CUDA the wall clock (a sync that
         # yields the CPU while the device works would count its queue time as waiting)
         self.cost_clock = _perf_counter if str(self.device).startswith("cuda") else _cost_clock
-        self.ckpt_calls = 0  # every torch.utils.checkpoint.checkpoint call, traced or not
-        self.empty_cache_calls = 0  # every torch.cuda.empty_cache() call (counted on CPU too)
+        # the instruments' call counters (`ckpt`: every torch.utils.checkpoint.checkpoint call,
+        # `empty_cache`: every torch.cuda.empty_cache() call): see tick() and tally()
+        self._counts = {}
+        self._counts_lock = threading.Lock()
         self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
         self.lib = None  # lib.py: instruments the scenarios share
         self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
@@ -208,6 +213,21 @@ class Ctx:
     def save_tensor(self, name, t):
         t = t.detach().to("cpu", copy=True).contiguous()
         self._channel.tensor(name, t)
+
+    def tick(self, name):
+        """One more call of instrument `name`, sent at once (`["tick", name]`)."""
+        with self._counts_lock:
+            self._counts[name] = self._counts.get(name, 0) + 1
+            self._channel.record("tick", name)
+
+    def tally(self, name):
+        """How many calls of instrument `name` so far. The number is sent (`["tally", name, n]`)
+        and the grader checks it against the ticks it received: a counter the submission rewrote
+        (it lives in this process) fails the run as tampered, so a count read here is the truth."""
+        with self._counts_lock:
+            n = self._counts.get(name, 0)
+            self._channel.record("tally", name, n)
+            return n
 
     def event(self, kind, **fields):
         if self._trace is not None:
@@ -346,7 +366,7 @@ def _instrument(ctx):
     def counting_checkpoint(function, *args, **kwargs):
         if ctx.watch is not None:
             ctx.watch.check("during checkpoint()")
-        ctx.ckpt_calls += 1
+        ctx.tick("ckpt")
         ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
         return real_checkpoint(function, *args, **kwargs)
 
@@ -600,7 +620,7 @@ def _install_empty_cache(ctx, torch):
 
     def empty_cache():
         if _from_submission():
-            ctx.empty_cache_calls += 1
+            ctx.tick("empty_cache")
             ctx.event("empty_cache")
         return real()
 

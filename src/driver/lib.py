@@ -108,13 +108,13 @@ class StepObserver:
         grad = torch.is_grad_enabled()
         inputs = {"idx": label(idx, self.batch["idx"]), "targets": label(targets, self.batch["targets"])}
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock())
-        before = ctx.ckpt_calls
+        before = ctx.tally("ckpt")
         x = model.embed(idx)
         if grad and x.requires_grad:
             x.register_hook(lambda g, k=k: ctx.event("step_done", id=k, t=ctx.clock()))
         h = (blocks_fn or _plain_blocks)(model.blocks, x)
         out = model.head_loss(h, targets)
-        ckpt = ctx.ckpt_calls - before
+        ckpt = ctx.tally("ckpt") - before
         flag = getattr(blocks_fn, "grade_checkpointing", None)
         rec = {
             "e": "forward",

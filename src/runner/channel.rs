@@ -9,6 +9,7 @@
 //!                                           | ["trace", name, stream] | ["rows", name, [rows]]
 //!                                           | ["row", name, row] | ["probe", name, null|record]
 //!                                           | ["audit", findings]
+//!                                           | ["tick", name] | ["tally", name, n]
 //! T <bytes>\n<safetensors>                  one named tensor
 //! END <records> <driver seconds>\n          last
 //! ```
@@ -131,6 +132,8 @@ struct Assembler {
     streams: BTreeMap<u64, Vec<Event>>,
     named: BTreeSet<String>,
     probes_started: BTreeSet<String>,
+    /// `["tick", name]` records so far: the calls of each instrument, as they happened
+    ticks: BTreeMap<String, u64>,
 }
 
 impl Assembler {
@@ -217,6 +220,20 @@ impl Assembler {
                 // sent before the import: there even when the run crashed
                 if obs.audit.replace(arr[1].clone()).is_some() {
                     return Err(bad("the audit written twice"));
+                }
+            }
+            // An instrument's call counter lives in the submission's process; each call is sent as
+            // it happens, and every count the driver reads (`tally`) must match those calls.
+            ("tick", 2) => *self.ticks.entry(name()?).or_default() += 1,
+            ("tally", 3) => {
+                let key = name()?;
+                let read = arr[2].as_u64();
+                let calls = self.ticks.get(&key).copied().unwrap_or(0);
+                if read != Some(calls) {
+                    return Err(bad(&format!(
+                        "the grader's `{key}` call counter read {} after {calls} calls: rewritten by the submission",
+                        arr[2]
+                    )));
                 }
             }
             _ => return Err(bad(&format!("an unknown record `{op}`"))),
