@@ -779,6 +779,39 @@ fn count_compares_with_a_number_the_run_recorded_and_fails_without_it() {
     assert!(out.why.en.contains("sim.calls_expected"), "{}", out.why.en);
 }
 
+#[test]
+fn a_count_can_total_a_field_of_its_events() {
+    // lesson 06's generate_d2h_bytes: the bytes of every read-back, as each was sent, in all
+    let read = |bytes: serde_json::Value| {
+        let mut e = Event::new("readback");
+        e.fields.insert("bytes".into(), bytes);
+        e
+    };
+    let yaml = "{trace: {stream: g, count: readback, sum: bytes, max: $metric.g.max}}";
+    let mut e = with_metrics(&[("g.max", json!(256))]);
+    e.obs.traces.insert(
+        "g".into(),
+        vec![read(json!(120)), Event::new("sync"), read(json!(8))],
+    );
+    let out = run(yaml, &e);
+    assert!(out.pass, "{}", out.why.en);
+    assert_eq!(out.measured.en, "128");
+    assert_eq!(out.bound.en, "readback bytes ≤ 256");
+    assert_eq!(out.why.en, "g: bytes 128 in all over 2 `readback` events");
+    e.obs.traces.get_mut("g").unwrap().push(read(json!(4096)));
+    let out = run(yaml, &e);
+    assert!(!out.pass);
+    assert_eq!(
+        out.why.en,
+        "g: bytes 4,224 in all over 3 `readback` events, expected ≤ 256"
+    );
+    // an event without the field is a failure that says so, never a smaller total
+    e.obs.traces.insert("g".into(), vec![read(json!("x"))]);
+    let out = run(yaml, &e);
+    assert!(!out.pass);
+    assert!(out.why.en.contains("no numeric `bytes`"), "{}", out.why.en);
+}
+
 // ------------------------------------------------------------------------ answer, reproducible
 
 #[test]

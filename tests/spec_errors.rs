@@ -120,6 +120,18 @@ fn a_recorded_bound_is_allowed_only_on_a_trace_count() {
 }
 
 #[test]
+fn a_sum_needs_a_count() {
+    let e = rubric_error(&GOOD.replace(
+        "ratio: {num: x.a, den: x.b, max: 0.5}",
+        "trace: {stream: s, each: ckpt, sum: bytes, max: 1}",
+    ));
+    assert!(
+        e.contains("sum: totals a field of the counted events"),
+        "{e}"
+    );
+}
+
+#[test]
 fn inverted_bounds_are_rejected() {
     let e = rubric_error(&GOOD.replace("max: 0.5", "min: 2, max: 1"));
     assert!(e.contains("min (2) is greater than max (1)"), "{e}");

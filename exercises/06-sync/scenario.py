@@ -215,11 +215,16 @@ class Lesson:
         prompt = self.idx[:1, :prompt_len].clone()
         generate = self.need("generate")
         model = self.model()
+        # what generate() is held to, sent before it runs: the read-back bytes allowed (the new
+        # tokens' bytes × the allowance) and the forwards due (one per new token, no cache);
+        # the reads and forwards themselves are events sent as they happen, totalled in Rust
+        ctx.metric("generate.token_bytes", steps * 8)
+        ctx.metric("generate.max_d2h_bytes", steps * 8 * ctx.params["generate_max_bytes_per_token"])
+        ctx.metric("generate.forwards_due", steps)
         hook = model.register_forward_hook(lambda m, a, o: ctx.event("forward", grad=bool(_is_grad_enabled())))
         tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps))
         hook.remove()
-        self.record_counts("generate", counter)
-        ctx.metric("generate.token_bytes", steps * 8)
+        self.record_counts("generate", counter)  # shown only
         if not isinstance(tokens, (list, tuple)) or not all(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in tokens
         ):

@@ -52,7 +52,10 @@ fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
     let (min, max) = bounds(spec, env).unwrap_or((None, None));
     let per = env.resolve(&spec.per).unwrap_or(1.0);
     match (&spec.count, &spec.each, spec.expect) {
-        (Some(kind), ..) => Text::same(format!("{kind} {}", fmt_bounds(min, max))),
+        (Some(kind), ..) => match &spec.sum {
+            Some(field) => Text::same(format!("{kind} {field} {}", fmt_bounds(min, max))),
+            None => Text::same(format!("{kind} {}", fmt_bounds(min, max))),
+        },
         (None, Some(field), _) => text!(
             format!("每次：{field} {}", fmt_bounds(min, max)),
             format!("each: {field} {}", fmt_bounds(min, max))
@@ -161,11 +164,33 @@ fn count(
     env: &Env,
     bound: Text,
 ) -> Outcome {
-    let n = streams
+    let counted: Vec<&Event> = streams
         .iter()
         .flat_map(|(_, ev)| ev.iter())
         .filter(|e| e.e == kind && matches(spec, e))
-        .count() as f64;
+        .collect();
+    // `sum: FIELD`: the total of that field over the counted events (bytes read back, say)
+    let n = match &spec.sum {
+        None => counted.len() as f64,
+        Some(field) => {
+            let mut total = 0.0;
+            for e in &counted {
+                match e.fields.get(field).and_then(serde_json::Value::as_f64) {
+                    Some(v) => total += v,
+                    None => {
+                        return Outcome::missing(
+                            text!(
+                                format!("一个 {kind} 事件没有数值字段 {field}"),
+                                format!("a `{kind}` event has no numeric `{field}`")
+                            ),
+                            bound,
+                        )
+                    }
+                }
+            }
+            total
+        }
+    };
     let (min, max) = match bounds(spec, env) {
         Ok(b) => b,
         Err(why) => return Outcome::missing(why, bound),
@@ -181,23 +206,29 @@ fn count(
         f if f.is_empty() => f,
         f => format!(" ({f})"),
     };
-    let why = if pass {
-        text!(
+    let k = counted.len();
+    let what = match &spec.sum {
+        None => text!(
             format!("{names}：{kind}{filter} 事件 {} 次", fmt_num(n)),
             format!("{names}: {} `{kind}` events{filter}", fmt_num(n))
-        )
-    } else {
-        text!(
+        ),
+        Some(field) => text!(
             format!(
-                "{names}：{kind}{filter} 事件 {} 次，应为 {}",
-                fmt_num(n),
-                fmt_bounds(min, max)
+                "{names}：{k} 次 {kind}{filter} 事件的 {field} 合计 {}",
+                fmt_num(n)
             ),
             format!(
-                "{names}: {} `{kind}` events{filter}, expected {}",
-                fmt_num(n),
-                fmt_bounds(min, max)
+                "{names}: {field} {} in all over {k} `{kind}` events{filter}",
+                fmt_num(n)
             )
+        ),
+    };
+    let why = if pass {
+        what
+    } else {
+        text!(
+            format!("{}，应为 {}", what.zh, fmt_bounds(min, max)),
+            format!("{}, expected {}", what.en, fmt_bounds(min, max))
         )
     };
     Outcome::new(pass, fmt_num(n), bound, why)

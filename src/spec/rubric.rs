@@ -282,6 +282,10 @@ pub struct TraceSpec {
     /// Count events of this kind (`ckpt`, `sync`, `timer`, `step`, `step_done`, `empty_cache`) ...
     #[serde(default)]
     pub count: Option<String>,
+    /// (`count` only: bound the total of this numeric field over the counted events instead of
+    /// their number, e.g. `sum: bytes` of `readback` events)
+    #[serde(default)]
+    pub sum: Option<String>,
     /// ... or hold this numeric field of every selected event within the bounds ...
     #[serde(default)]
     pub each: Option<String>,
@@ -600,6 +604,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 return Err("stream: name at least one trace".into());
             }
             operand(&t.per, "per")?;
+            if t.sum.is_some() && t.count.is_none() {
+                return Err("sum: totals a field of the counted events: it needs count:".into());
+            }
             let counted = |what: &str| -> Result<(), String> {
                 if t.equals.is_some() && (t.min.is_some() || t.max.is_some()) {
                     return Err(format!("{what}: give equals, or min/max, not both"));
