@@ -3,8 +3,11 @@
 //! `trace` check kind judges it.
 //!
 //! Events (written by the driver and `lib.py`):
-//! - `step {id, inputs?, grad?}` a unit of work began; `step_done {id}` it finished (for training:
-//!   backward done). A `step` without its `step_done` is a *stray* forward, not a step.
+//! - `step {id, inputs?, fp?, grad?}` a unit of work began; `step_done {id}` it finished (for
+//!   training: backward done). A `step` without its `step_done` is a *stray* forward, not a step.
+//!   `inputs` labels each input against the grader's own batch (`batch`, `other`, `none`); `fp`
+//!   gives each input's fingerprint instead (lesson 02, where the submission picks the input): it
+//!   is labelled here, `batch` when it equals the first step's in the trace, else `other`.
 //! - `fwd_end {id, variant?}` / any event with `id` and `variant`: names the step's variant.
 //! - `timer {clock, v, ns?}` the submission read a clock (`v` seconds, `ns` the exact integer of a
 //!   `_ns` clock); `timer {clock: cuda_event, id}` recorded a CUDA event; `elapsed {a, b, v}` the
@@ -150,6 +153,7 @@ impl Measurement {
         let mut syncs = Vec::new();
         let mut queued = Vec::new();
         let mut elapsed: BTreeMap<(i64, i64), f64> = BTreeMap::new();
+        let mut first_fp: BTreeMap<String, Value> = BTreeMap::new();
         for (pos, e) in events.iter().enumerate() {
             let id = int(e.fields.get("id"));
             match e.e.as_str() {
@@ -164,6 +168,19 @@ impl Measurement {
                                 .collect()
                         })
                         .unwrap_or_default();
+                    // fingerprints: labelled against the trace's first (the same input, when
+                    // the submission chooses it), here, from what was sent as each step began
+                    let inputs = match e.fields.get("fp").and_then(Value::as_object) {
+                        None => inputs,
+                        Some(fp) => fp
+                            .iter()
+                            .map(|(k, v)| {
+                                let first = first_fp.entry(k.clone()).or_insert_with(|| v.clone());
+                                let label = if *first == *v { "batch" } else { "other" };
+                                (k.clone(), label.to_string())
+                            })
+                            .collect(),
+                    };
                     let id = id.unwrap_or(steps.len() as i64);
                     by_id.insert(id, steps.len());
                     steps.push(Step {

@@ -563,8 +563,36 @@ fn other_targets_are_caught_not_only_other_idx() {
         .step_on("on", 0.5, "batch", "other");
     let out = predicate("same_inputs", &t);
     assert!(!out.pass);
-    assert_eq!(out.measured.en, "7/9 forwards on the batch");
+    assert_eq!(out.measured.en, "7/9 steps on the same input");
     assert!(out.why.en.contains("targets ×2"), "{}", out.why.en);
+}
+
+/// Lesson 02: the submission picks the input, so each step sends its input's fingerprint (`fp`)
+/// as it begins and the label is given here, against the first step's: no reference input is
+/// kept in the submission's process.
+#[test]
+fn fingerprints_are_labelled_against_the_first_step() {
+    let steps = |fps: &[&str]| {
+        let mut t = T::default();
+        for (k, fp) in fps.iter().enumerate() {
+            let id = k as i64;
+            t.events.push(
+                Event::new("step")
+                    .with("id", id)
+                    .with("variant", if k % 2 == 0 { "baseline" } else { "candidate" })
+                    .with("fp", json!({ "x": fp })),
+            );
+            t.events.push(Event::new("step_done").with("id", id));
+        }
+        t
+    };
+    let out = predicate("same_inputs", &steps(&["a", "a", "a", "a"]));
+    assert!(out.pass, "{}", out.why.en);
+    assert_eq!(out.why.en, "every step ran on the same input (x)");
+    let out = predicate("same_inputs", &steps(&["a", "b", "a", "c"]));
+    assert!(!out.pass);
+    assert_eq!(out.measured.en, "2/4 steps on the same input");
+    assert!(out.why.en.contains("(x ×2)"), "{}", out.why.en);
 }
 
 #[test]

@@ -527,12 +527,23 @@ fn no_timing() -> Outcome {
 
 fn same_inputs(m: &Measurement) -> Outcome {
     let n = m.steps.len();
+    // the inputs the steps were labelled on (`idx`, `targets` of a training step; lesson 02's `x`)
+    let mut names: Vec<&str> = m
+        .steps
+        .iter()
+        .flat_map(|s| s.inputs.keys().map(String::as_str))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        names = vec!["idx", "targets"];
+    }
     let mut off: Vec<String> = Vec::new();
-    for name in ["idx", "targets"] {
+    for name in &names {
         let k = m
             .steps
             .iter()
-            .filter(|s| s.inputs.get(name).map(String::as_str) != Some("batch"))
+            .filter(|s| s.inputs.get(*name).map(String::as_str) != Some("batch"))
             .count();
         if k > 0 {
             off.push(format!("{name} ×{k}"));
@@ -541,11 +552,12 @@ fn same_inputs(m: &Measurement) -> Outcome {
     let good = m
         .steps
         .iter()
-        .filter(|s| s.inputs.values().all(|l| l == "batch") && !s.inputs.is_empty())
+        .filter(|s| names.iter().all(|k| s.inputs.get(*k).map(String::as_str) == Some("batch")))
         .count();
+    let all = names.join(", ");
     let measured = text!(
-        format!("{good}/{n} 次前向用给定的 batch"),
-        format!("{good}/{n} forwards on the batch")
+        format!("{good}/{n} 步用同一输入"),
+        format!("{good}/{n} steps on the same input")
     );
     if good == n {
         return Outcome::new(
@@ -553,8 +565,8 @@ fn same_inputs(m: &Measurement) -> Outcome {
             measured,
             "",
             text!(
-                "每次前向（idx 与 targets）都用给定的 batch",
-                "every forward used the batch handed over (idx and targets)"
+                format!("每一步都用同一输入（{all}）"),
+                format!("every step ran on the same input ({all})")
             ),
         );
     }
@@ -564,8 +576,8 @@ fn same_inputs(m: &Measurement) -> Outcome {
         measured,
         "",
         text!(
-            format!("{} 次前向没有用给定的输入（{off}）：两种方案必须在同一批 idx 与 targets 上比较", n - good),
-            format!("{} forwards ran on other inputs ({off}): both variants must be compared on the same idx and targets", n - good)
+            format!("{} 步没有用同一输入（{off}）：两种方案必须在同一输入（{all}）上比较", n - good),
+            format!("{} steps ran on other inputs ({off}): both variants must be compared on the same input ({all})", n - good)
         ),
     )
 }
