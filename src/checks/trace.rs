@@ -552,7 +552,11 @@ fn same_inputs(m: &Measurement) -> Outcome {
     let good = m
         .steps
         .iter()
-        .filter(|s| names.iter().all(|k| s.inputs.get(*k).map(String::as_str) == Some("batch")))
+        .filter(|s| {
+            names
+                .iter()
+                .all(|k| s.inputs.get(*k).map(String::as_str) == Some("batch"))
+        })
         .count();
     let all = names.join(", ");
     let measured = text!(
