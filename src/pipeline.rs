@@ -93,6 +93,7 @@ pub fn grade(
     tensors.extend(answer);
     let mut obs = run.obs.unwrap_or_default();
     obs.audit = obs.audit.take().or(run.audit.take()); // kept when the run crashed
+    checks::audit::merge_runtime(&mut obs); // threads the submission started, found as it ran
     if let (Some((nb, _)), Some(audit)) = (&prepared.notebook, &mut obs.audit) {
         nb.map.place_findings(audit); // the audit's lines as the notebook's cells
     }

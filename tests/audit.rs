@@ -74,6 +74,15 @@ const CASES: &[(&str, &[(u64, &str)])] = &[
     ("import torch\nn = torch._C._len_torch_function_stack()\n", &[(2, "instruments")]),
     ("import torch.utils._python_dispatch as d\nm = d._get_current_dispatch_mode()\n", &[(2, "instruments")]),
     ("from torch.utils._python_dispatch import TorchDispatchMode\nclass Count(TorchDispatchMode):\n    pass\n", &[]),
+    ("import torch\nwith torch._C._DisableTorchDispatch():\n    pass\n", &[(2, "instruments")]),
+    // the saved-tensors hooks stack, where the grader's saved-bytes hooks are (also through an
+    // alias of a private module); registering hooks of one's own is the lesson's contract
+    (
+        "import torch\nA = torch._C._autograd\nh = A._top_saved_tensors_default_hooks(True)\n\
+         A._pop_saved_tensors_default_hooks()\n",
+        &[(3, "instruments"), (4, "instruments")],
+    ),
+    ("import torch\nwith torch.autograd.graph.saved_tensors_hooks(pack, unpack):\n    pass\n", &[]),
     // code the audit cannot see
     ("exec(compile(src, '<x>', 'exec'))\n", &[(1, "dynamic")]),
     ("x = eval('1+1')\n", &[(1, "dynamic")]),

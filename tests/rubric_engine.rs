@@ -1070,3 +1070,58 @@ fn a_cached_second_run_is_not_a_second_measurement() {
         .pass
     );
 }
+
+#[test]
+fn a_thread_started_while_graded_is_a_finding_of_the_audit() {
+    // the driver sends it as it happens (`integrity.thread.<line>`); the pipeline merges it
+    // into the static findings, in line order, and the integrity criterion names its line
+    let mut obs = recorded("solution");
+    assert_eq!(obs.audit, Some(json!([])));
+    let finding = |line: u64| {
+        json!({"line": line, "col": 0, "code": "threads", "what": "thread started",
+               "zh": "评分期间启动了线程", "en": "starts a thread while being graded"})
+    };
+    obs.metrics
+        .insert("integrity.thread.30".into(), finding(30));
+    obs.metrics
+        .insert("integrity.thread.12".into(), finding(12));
+    checks::audit::merge_runtime(&mut obs);
+    let lines: Vec<u64> = obs
+        .audit
+        .as_ref()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [12, 30]);
+    let ex = exercise();
+    let r = rubric(&ex);
+    let ev = Evidence {
+        obs,
+        tensors: BTreeMap::new(),
+        run_failure: None,
+    };
+    let v = checks::grade(
+        &r,
+        &Env {
+            evidence: &ev,
+            exercise: &ex,
+        },
+        Device::Cpu,
+    );
+    let intact = v.iter().find(|v| v.id == "instruments_intact").unwrap();
+    assert_eq!(intact.status, Status::Fail);
+    let why = format!("{:?}", intact.why);
+    assert!(why.contains("line 12: starts a thread"), "{why}");
+    // nothing else moves: a finding blocks only the integrity criterion
+    let others = v
+        .iter()
+        .filter(|v| v.id != "instruments_intact" && v.status == Status::Fail);
+    assert!(
+        others.clone().all(|v| !NON_TENSOR.contains(&v.id.as_str())),
+        "{:?}",
+        others.map(|v| &v.id).collect::<Vec<_>>()
+    );
+}

@@ -3,7 +3,8 @@
 Each probe records raw observations (tensors, metrics, event traces); verdicts are decided in Rust
 from rubrics/04-checkpoint.yaml. Probes:
   numerics       loss, logits, every gradient with checkpointing off/on (dropout 0); activation
-                 bytes saved for backward, measured by the grader
+                 bytes saved for backward and the bytes the forward's results keep alive, both
+                 measured by the grader
   dropout        gradients off/on with dropout > 0 and the same seed (RNG preserved?)
   no_input_grad  gradients when the blocks' input does not require grad (reentrant loses them)
   inference      checkpoint calls under torch.no_grad()
@@ -111,11 +112,19 @@ class Lesson:
             model = self.model()
             blocks_fn = self.blocks_fn(flag)
             model.zero_grad(set_to_none=True)
-            (logits, loss), nbytes = self.saved_bytes(
-                model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
+            # both measures of one forward: what autograd saved through the grader's hooks (the
+            # contract's definition, compared with compare()'s) and what the forward's results
+            # really keep alive, whatever saved-tensors hooks were active (hooks of the
+            # submission's own, innermost, would hide what it saved from the first measure)
+            ((logits, loss), kept), nbytes = self.saved_bytes(
+                model,
+                lambda: ctx.lib.kept_bytes(
+                    model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
+                ),
             )
-            loss.backward()
             ctx.metric(f"numerics.{variant}.activation_bytes", nbytes)
+            ctx.metric(f"numerics.{variant}.kept_bytes", kept)
+            loss.backward()
             ctx.save_tensor(f"numerics/{variant}/loss", loss)
             ctx.save_tensor(f"numerics/{variant}/logits", logits)
             ctx.metric(f"numerics.{variant}.missing_grads", self.save_grads(f"numerics/{variant}", model))

@@ -1,6 +1,7 @@
 //! `audit`: the static audit of the submission's source (`src/driver/audit.py`, run by the driver
-//! before the import) found no introspection or patching primitive. Judged even when the run
-//! crashed: the findings left the process before the submission was imported.
+//! before the import) found no introspection or patching primitive, and the submission started no
+//! thread while graded (runtime findings, merged in by `merge_runtime`). Judged even when the run
+//! crashed: the static findings left the process before the submission was imported.
 use super::{Env, Outcome};
 use crate::i18n::Text;
 use crate::text;
@@ -19,6 +20,36 @@ pub struct Finding {
     /// Where to say it is instead of `line N` (a notebook's `cell N, line M`; set by the pipeline).
     #[serde(default)]
     pub place: Option<String>,
+}
+
+/// Metrics the driver sends as the submission runs that are findings of the audit too: a thread
+/// started on the submission's behalf (`integrity.thread.<line>`, driver.py `_install_threads`),
+/// whose work the grader's per-thread instruments cannot see.
+pub const RUNTIME_PREFIX: &str = "integrity.thread.";
+
+/// Moves the runtime findings (`RUNTIME_PREFIX` metrics) into `obs.audit`, in line order, so the
+/// audit criterion judges them with the static ones (and a notebook places them in its cells).
+pub fn merge_runtime(obs: &mut crate::observations::Observations) {
+    let runtime: Vec<serde_json::Value> = obs
+        .metrics
+        .iter()
+        .filter(|(k, _)| k.starts_with(RUNTIME_PREFIX))
+        .map(|(_, v)| v.clone())
+        .collect();
+    if runtime.is_empty() {
+        return;
+    }
+    let mut all = match obs.audit.take() {
+        Some(serde_json::Value::Array(a)) => a,
+        None => Vec::new(),
+        Some(other) => {
+            obs.audit = Some(other); // unreadable: left as it came, so findings() says so
+            return;
+        }
+    };
+    all.extend(runtime);
+    all.sort_by_key(|f| f.get("line").and_then(|l| l.as_u64()).unwrap_or(0));
+    obs.audit = Some(serde_json::Value::Array(all));
 }
 
 /// The audit's findings, or why there are none to judge.

@@ -24,8 +24,10 @@ primitives are how a cheat reaches the grader's answers and instruments. Each us
               loads; building functions or code objects by hand
   instruments torch's mode stacks (torch.overrides._get_current_function_mode_stack,
               torch.utils._python_dispatch._get_current_dispatch_mode(_stack), torch._C's stack
-              getters and poppers): the grader's counters are modes there, so reading the stack
-              is how code finds them, or tells a counted call from a timed one; the hooks
+              getters and poppers, its guards that run below the modes) and the saved-tensors
+              hooks stack (torch._C._autograd's top/pop/push): the grader's counters are modes
+              and hooks there, so reading the stack is how code finds them, or tells a counted
+              call from a timed one, and popping it is how code hides from them; the hooks
               registered on a module or tensor (`_forward_hooks`, …), where the grader's
               observers are
   patching    assigning, deleting or setattr-ing an attribute (or item) of a module or class the
@@ -62,9 +64,16 @@ FRAME_FUNCS = {
                                      "_pop_mode", "_pop_mode_temporarily", "_disable_current_modes"},
     "torch._C": {"_len_torch_function_stack", "_get_function_stack_at", "_pop_torch_function_stack",
                  "_is_torch_function_mode_enabled", "_len_torch_dispatch_stack", "_get_dispatch_stack_at",
-                 "_pop_torch_dispatch_stack", "_get_dispatch_mode", "_unset_dispatch_mode"},
+                 "_pop_torch_dispatch_stack", "_get_dispatch_mode", "_unset_dispatch_mode",
+                 # guards that run code below the dispatch modes, past the grader's
+                 "_DisableTorchDispatch", "_ExcludeDispatchKeyGuard", "ExcludeDispatchKeyGuard",
+                 "_SetExcludeDispatchKeyGuard", "_ForceDispatchKeyGuard",
+                 "_dispatch_tls_set_dispatch_key_excluded"},
+    # the saved-tensors hooks stack, where the grader's saved-bytes hooks are
+    "torch._C._autograd": {"_top_saved_tensors_default_hooks", "_pop_saved_tensors_default_hooks",
+                           "_push_saved_tensors_default_hooks"},
 }
-INSTRUMENT_MODULES = {"torch.overrides", "torch.utils._python_dispatch", "torch._C"}
+INSTRUMENT_MODULES = {"torch.overrides", "torch.utils._python_dispatch", "torch._C", "torch._C._autograd"}
 MODULE_NAMES = {"modules", "meta_path", "path_hooks", "path_importer_cache"}
 
 
@@ -343,7 +352,7 @@ class _Audit(ast.NodeVisitor):
         # so `tc.is_compiling = …` is patching torch.compiler. Not a class (`opt = torch.optim.SGD`,
         # later called) and not a name the file also binds to anything else.
         path = self.dotted(node.value) if isinstance(node.value, (ast.Name, ast.Attribute)) else None
-        if path and not path.startswith(("<local>.", "<dynamic>")) and path.rpartition(".")[2][:1].islower():
+        if path and not path.startswith(("<local>.", "<dynamic>")) and path.rpartition(".")[2].lstrip("_")[:1].islower():
             for t in node.targets:
                 if isinstance(t, ast.Name) and t.id not in self.rebound:
                     self.imported[t.id] = path

@@ -378,6 +378,7 @@ def _instrument(ctx):
     counting_empty_cache = _install_empty_cache(ctx, torch)
     _install_clocks(ctx)
     _install_cuda_events(ctx, torch)
+    threads = _install_threads(ctx)
 
     watched = {
         "torch.utils.checkpoint.checkpoint": (lambda: cp_mod.checkpoint, counting_checkpoint),
@@ -399,6 +400,7 @@ def _instrument(ctx):
     for name in CLOCKS:
         watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
     watched["timeit.default_timer"] = (lambda: timeit.default_timer, timeit.default_timer)
+    watched.update(threads)
     watched["ctx.clock"] = (lambda: ctx.clock, _perf_counter)
     watched["ctx.cost_clock"] = (lambda: ctx.cost_clock, ctx.cost_clock)
     if torch.cuda.is_available():
@@ -629,6 +631,51 @@ def _install_empty_cache(ctx, torch):
     empty_cache.__doc__ = real.__doc__
     torch.cuda.empty_cache = cuda_memory.empty_cache = empty_cache
     return empty_cache
+
+
+# What a thread the submission starts means: torch keeps its modes and saved-tensors hooks per
+# thread, and so the grader's instruments made of them (the read-back counter, the bytes a forward
+# keeps, the saved-bytes hooks) see only the thread that called the submission.
+THREAD_FINDING = {
+    "code": "threads",
+    "what": "thread started",
+    "zh": "评分期间启动了线程：评分器的测量工具（和 torch 的 mode、saved-tensors hooks 一样）只看得到"
+          "调用你的那个线程，别的线程里做的事不会被测量；请在调用你的线程上完成（见 README 的接口说明）",
+    "en": "starts a thread while being graded: the grader's instruments (like torch's modes and "
+          "saved-tensors hooks) see only the thread that called you, so work done in another thread "
+          "goes unmeasured; do it on the calling thread (see the contract in README.md)",
+}
+
+
+def _install_threads(ctx):
+    """A thread started on the submission's behalf (`attributed`: `threading.Thread.start`, a
+    `concurrent.futures` pool's `submit`, `_thread.start_new_thread`) is a runtime finding of the
+    audit, sent at once as `integrity.thread.<line>` (once per line): the integrity criterion fails,
+    naming the line. Threads torch starts for itself are nobody's. Returns the watched entries."""
+    import _thread
+    import threading
+
+    watched, lines = {}, set()
+    for mod, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+                      (threading, "_start_new_thread"), (threading, "_start_joinable_thread")):
+        real = getattr(mod, name, None)
+        if real is None:
+            continue
+
+        def start(*args, _real=real, **kwargs):
+            f = attributed(sys._getframe(1))
+            if f is not None and f.f_lineno not in lines:
+                lines.add(f.f_lineno)
+                ctx._channel.record("metric", f"integrity.thread.{f.f_lineno}",
+                                    dict(THREAD_FINDING, line=f.f_lineno, col=0))
+            return _real(*args, **kwargs)
+
+        _entry(start)
+        start.__name__ = start.__qualname__ = name
+        start.__doc__ = real.__doc__
+        setattr(mod, name, start)
+        watched[f"{mod.__name__}.{name}"] = (lambda m=mod, n=name: getattr(m, n), start)
+    return watched
 
 
 def _install_cuda_events(ctx, torch):

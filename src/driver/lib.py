@@ -16,6 +16,9 @@ lessons need, so it is written once:
   as "one checkpoint per block in every forward where autograd records" hold in every probe.
 """
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
+from torch.utils._pytree import tree_leaves as _tree_leaves
 
 from course.model import TinyGPT, _plain_blocks
 
@@ -79,6 +82,41 @@ def saved_bytes(model, fn):
     with _saved_tensors_hooks(pack, lambda t: t):
         out = fn()
     return out, sum(seen.values())
+
+
+class _Made(_TorchDispatchMode):
+    """Every storage an aten op made while active (below autograd, so each op the forward ran),
+    held by weak reference: what is still alive afterwards is what the results keep."""
+
+    def __init__(self):
+        super().__init__()
+        self.made = {}  # StorageImpl address -> (weak reference, bytes)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in _tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                try:
+                    s = t.untyped_storage()
+                    self.made[s._cdata] = (_StorageWeakRef(s), s.nbytes())
+                except (RuntimeError, NotImplementedError):
+                    pass  # a tensor without storage (a subclass, a sparse layout)
+        return out
+
+
+def kept_bytes(model, fn):
+    """`(fn(), bytes)`: the bytes of the distinct storages made while `fn()` ran that are still
+    alive when it returns, `model`'s parameters excluded — the memory a forward's graph (and its
+    outputs) really keeps for backward (lesson 04). Unlike `saved_bytes` this does not depend on
+    which saved-tensors hooks were active: a forward that keeps everything under hooks of its own
+    still keeps it. Torch's dispatch modes follow the calling thread, as the saved-tensors hooks
+    do; a thread started by the submission is reported by the driver (`integrity.thread.*`)."""
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    made = _Made()
+    with made:
+        out = fn()
+    kept = sum(n for k, (ref, n) in made.made.items() if k not in params and not ref.expired())
+    return out, kept
 
 
 def label(t, reference):
@@ -240,7 +278,6 @@ import sys as _sys
 from types import MappingProxyType as _Frozen
 
 from torch.overrides import TorchFunctionMode as _TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 
 _TORCH_DIR = _os.path.dirname(torch.__file__) + _os.sep
 
