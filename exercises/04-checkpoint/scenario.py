@@ -112,22 +112,22 @@ class Lesson:
             model = self.model()
             blocks_fn = self.blocks_fn(flag)
             model.zero_grad(set_to_none=True)
-            # both measures of one forward: what autograd saved through the grader's hooks (the
-            # contract's definition, compared with compare()'s) and what the forward's results
-            # really keep alive, whatever saved-tensors hooks were active (hooks of the
-            # submission's own, innermost, would hide what it saved from the first measure)
-            ((logits, loss), kept), nbytes = self.saved_bytes(
-                model,
-                lambda: ctx.lib.kept_bytes(
-                    model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
-                ),
+            (logits, loss), nbytes = self.saved_bytes(
+                model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
             )
-            ctx.metric(f"numerics.{variant}.activation_bytes", nbytes)
-            ctx.metric(f"numerics.{variant}.kept_bytes", kept)
             loss.backward()
+            ctx.metric(f"numerics.{variant}.activation_bytes", nbytes)
             ctx.save_tensor(f"numerics/{variant}/loss", loss)
             ctx.save_tensor(f"numerics/{variant}/logits", logits)
             ctx.metric(f"numerics.{variant}.missing_grads", self.save_grads(f"numerics/{variant}", model))
+            del logits, loss
+            # a second forward, on its own (no instrument around the first changes): what its
+            # results really keep alive, whatever saved-tensors hooks were active — hooks of the
+            # submission's own, innermost, hide what it saves from the first measure, not this one
+            _, kept = ctx.lib.kept_bytes(
+                model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
+            )
+            ctx.metric(f"numerics.{variant}.kept_bytes", kept)
 
     def dropout(self):
         p = float(self.ctx.params["dropout"])
