@@ -894,7 +894,8 @@ fn all_needs_every_part() {
 
 // --------------------------------------------------------------------- the rubric, recorded runs
 
-fn grade_recorded(obs: Observations) -> BTreeMap<String, Status> {
+/// Every verdict of lesson 04's rubric on recorded observations (no tensors), on `device`.
+fn verdicts_recorded(obs: Observations, device: Device) -> Vec<checks::Verdict> {
     let ex = exercise();
     let r = rubric(&ex);
     let ev = Evidence {
@@ -908,11 +909,15 @@ fn grade_recorded(obs: Observations) -> BTreeMap<String, Status> {
             evidence: &ev,
             exercise: &ex,
         },
-        Device::Cpu,
+        device,
     )
-    .into_iter()
-    .map(|v| (v.id, v.status))
-    .collect()
+}
+
+fn grade_recorded(obs: Observations) -> BTreeMap<String, Status> {
+    verdicts_recorded(obs, Device::Cpu)
+        .into_iter()
+        .map(|v| (v.id, v.status))
+        .collect()
 }
 
 /// Criteria graded from metrics and traces alone (the recorded files hold no tensors).
@@ -1004,26 +1009,12 @@ fn a_failed_run_fails_every_criterion_with_its_reason() {
 
 #[test]
 fn cuda_only_criteria_apply_on_cuda() {
-    let ex = exercise();
-    let r = rubric(&ex);
     let mut obs = recorded("solution");
     obs.metrics
         .insert("memory.off.peak_bytes".into(), json!(1000));
     obs.metrics
         .insert("memory.on.peak_bytes".into(), json!(400));
-    let ev = Evidence {
-        obs,
-        tensors: BTreeMap::new(),
-        run_failure: None,
-    };
-    let v = checks::grade(
-        &r,
-        &Env {
-            evidence: &ev,
-            exercise: &ex,
-        },
-        Device::Cuda,
-    );
+    let v = verdicts_recorded(obs, Device::Cuda);
     let peak = v.iter().find(|v| v.id == "peak_memory_drops").unwrap();
     assert_eq!(peak.status, Status::Pass);
 }
@@ -1096,21 +1087,7 @@ fn a_thread_started_while_graded_is_a_finding_of_the_audit() {
         .map(|f| f["line"].as_u64().unwrap())
         .collect();
     assert_eq!(lines, [12, 30]);
-    let ex = exercise();
-    let r = rubric(&ex);
-    let ev = Evidence {
-        obs,
-        tensors: BTreeMap::new(),
-        run_failure: None,
-    };
-    let v = checks::grade(
-        &r,
-        &Env {
-            evidence: &ev,
-            exercise: &ex,
-        },
-        Device::Cpu,
-    );
+    let v = verdicts_recorded(obs, Device::Cpu);
     let intact = v.iter().find(|v| v.id == "instruments_intact").unwrap();
     assert_eq!(intact.status, Status::Fail);
     let why = format!("{:?}", intact.why);
