@@ -1,9 +1,9 @@
 //! Command line (clap derive): `grade exercise`, `grade watch`, `grade check`, `grade list`,
 //! `grade batch`, `grade gradebook`, `grade diff`, `grade report`.
+use crate::device::Device;
 use crate::error::GradeError;
 use crate::i18n::Lang;
 use crate::report::Format;
-use crate::runner::Device;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -57,7 +57,7 @@ pub enum Command {
     /// For instructors: what a grading platform runs (`grade export gradescope ID`: Gradescope's
     /// autograder zip).
     #[command(subcommand)]
-    Export(crate::export::ExportCommand),
+    Export(ExportCommand),
     /// What changed between two gradebooks (two --out folders or two grades.json), per student and
     /// criterion, with a summary.
     Diff(DiffArgs),
@@ -120,7 +120,7 @@ pub struct BatchArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Grade only shard K of N (students by a hash of their id); needs --seed
-    #[arg(long, value_name = "K/N", value_parser = crate::batch::parse_shard)]
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
     pub shard: Option<(u32, u32)>,
     /// Wall-clock limit per run [default: timeout_s in exercise.yaml]
     #[arg(long, value_name = "SECONDS")]
@@ -247,6 +247,36 @@ pub struct CheckArgs {
     pub format: CheckFormat,
     #[arg(long, value_enum, default_value_t = Lang::Zh)]
     pub lang: Lang,
+}
+
+/// `grade export`.
+#[derive(Subcommand, Debug)]
+pub enum ExportCommand {
+    /// Gradescope's autograder zip: setup.sh and run_autograder at its root, the course in course/.
+    /// Upload it on the assignment's "Configure Autograder" page.
+    Gradescope(GradescopeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GradescopeArgs {
+    /// Exercise id the autograder grades
+    pub id: String,
+    /// Where to write the zip
+    #[arg(long, default_value = "autograder.zip")]
+    pub out: PathBuf,
+}
+
+/// `--shard K/N` (K from 1, K ≤ N).
+pub fn parse_shard(s: &str) -> Result<(u32, u32), String> {
+    let (k, n) = s.split_once('/').ok_or("expected K/N, e.g. 2/3")?;
+    let (k, n): (u32, u32) = (
+        k.trim().parse().map_err(|_| "K is not a number")?,
+        n.trim().parse().map_err(|_| "N is not a number")?,
+    );
+    if n == 0 || k == 0 || k > n {
+        return Err(format!("shard {k}/{n}: need 1 ≤ K ≤ N"));
+    }
+    Ok((k, n))
 }
 
 /// `grade check --format`.

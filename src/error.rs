@@ -38,7 +38,7 @@ pub enum GradeError {
     NoCuda,
 
     #[error(transparent)]
-    Notebook(#[from] crate::notebook::NotebookError),
+    Notebook(#[from] NotebookError),
 
     #[error(transparent)]
     Other(#[from] anyhow::Error),
@@ -48,4 +48,20 @@ impl GradeError {
     pub fn exit_code(&self) -> i32 {
         exit::CANNOT_GRADE
     }
+}
+
+/// Why a notebook could not be read (exit 2: the grader could not grade).
+#[derive(Debug, thiserror::Error)]
+pub enum NotebookError {
+    #[error("{path}:{line}:{column}: not a valid notebook: {message}\n  hint: the file is not the JSON Jupyter writes; open and save it again in Jupyter / 笔记本文件不是合法的 JSON")]
+    Json {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: nbformat {found} is not supported (nbformat 4 is)\n  hint: save it again in a current Jupyter, or `jupyter nbconvert --to notebook --nbformat 4 {path}` / 请用 nbformat 4 保存")]
+    OldFormat { path: PathBuf, found: String },
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
 }

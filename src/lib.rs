@@ -1,9 +1,12 @@
 //! `grade`: grades the PyTorch performance course's exercises. See ARCHITECTURE.md.
 pub mod batch;
+pub mod charts;
 pub mod checks;
 pub mod cli;
 pub mod course;
+pub mod device;
 pub mod error;
+pub mod evidence;
 pub mod export;
 pub mod gradebook;
 pub mod html;
@@ -11,6 +14,7 @@ pub mod i18n;
 pub mod measurement;
 pub mod notebook;
 pub mod observations;
+pub mod pictures;
 pub mod pipeline;
 pub mod reference;
 pub mod report;

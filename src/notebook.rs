@@ -1,29 +1,13 @@
 //! Notebook submissions (`.ipynb`, nbformat 4): the code cells, in order, as one Python module
 //! (IPython magics and shell lines dropped), and the map from the generated module's lines back
 //! to `cell N, line M` that every text naming `submission.py` goes through.
+use crate::error::NotebookError;
 use crate::i18n::Text;
-use crate::report::Report;
 use crate::text;
 use regex::{Captures, Regex};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
-
-/// Why a notebook could not be read (exit 2: the grader could not grade).
-#[derive(Debug, thiserror::Error)]
-pub enum NotebookError {
-    #[error("{path}:{line}:{column}: not a valid notebook: {message}\n  hint: the file is not the JSON Jupyter writes; open and save it again in Jupyter / 笔记本文件不是合法的 JSON")]
-    Json {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-    #[error("{path}: nbformat {found} is not supported (nbformat 4 is)\n  hint: save it again in a current Jupyter, or `jupyter nbconvert --to notebook --nbformat 4 {path}` / 请用 nbformat 4 保存")]
-    OldFormat { path: PathBuf, found: String },
-    #[error("{path}: {message}")]
-    Io { path: PathBuf, message: String },
-}
 
 #[derive(Deserialize)]
 struct RawNotebook {
@@ -229,41 +213,6 @@ impl Notebook {
             format!("笔记本中的 {n} 行 IPython 魔法命令/Shell 命令没有运行（评分时忽略），第一处：{first}：`{text}`{more_zh}"),
             format!("{n} IPython magic/shell line(s) of the notebook were not run (dropped for grading), the first at {first}: `{text}`{more_en}")
         ))
-    }
-
-    /// Rewrite the report's texts to name notebook cells, and add the notebook's notes.
-    pub fn annotate(&self, report: &mut Report, notebook: &Path) {
-        let name = notebook
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        let map = |s: &str| self.map.map_text(s, &name);
-        for err in report.failed_probes.values_mut() {
-            *err = map(err);
-        }
-        if let Some(tail) = &mut report.stderr_tail {
-            *tail = map(tail);
-        }
-        let timed_out = report
-            .run_failure
-            .as_ref()
-            .is_some_and(|f| f.en.contains("ran past its"));
-        if let Some(f) = &mut report.run_failure {
-            f.zh = map(&f.zh);
-            f.en = map(&f.en);
-        }
-        for v in &mut report.verdicts {
-            for t in [&mut v.why, &mut v.measured] {
-                t.zh = map(&t.zh);
-                t.en = map(&t.en);
-            }
-        }
-        report.notes.extend(self.dropped_note());
-        if timed_out {
-            report.notes.push(text!(
-                "笔记本的每个代码单元都会在导入时运行：训练或演示的代码单元请放进 `if __name__ == \"__main__\":` 之下，评分时它们就不会运行",
-                "every code cell of a notebook runs when it is imported: guard cells that train or demo under `if __name__ == \"__main__\":` so they do not run when graded"
-            ));
-        }
     }
 }
 

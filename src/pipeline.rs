@@ -3,13 +3,15 @@
 //! grades many submissions with it and compares their verdicts with the course's expectations.
 use crate::checks::{self, Env};
 use crate::course::Course;
+use crate::device::Device;
 use crate::error::GradeError;
+use crate::notebook::{self, Notebook};
 use crate::observations::Evidence;
 use crate::report::{Report, Summary};
-use crate::runner::{Device, Executor, RunRequest};
+use crate::runner::{Executor, RunRequest};
 use crate::spec::{Exercise, Rubric};
-use crate::{notebook, reference, workload};
-use std::path::PathBuf;
+use crate::{reference, text, workload};
+use std::path::{Path, PathBuf};
 
 /// One submission to grade, and how.
 #[derive(Clone, Debug)]
@@ -134,11 +136,46 @@ pub fn grade(
             .collect(),
         sandbox_gaps: run.sandbox_gaps,
         notes: Vec::new(),
-        evidence: crate::report::evidence::Observed::of(&evidence.obs)
-            .with_params(&exercise.params),
+        evidence: crate::evidence::Observed::of(&evidence.obs).with_params(&exercise.params),
     };
     if let Some((nb, _)) = &prepared.notebook {
-        nb.annotate(&mut report, &req.submission);
+        annotate(nb, &mut report, &req.submission);
     }
     Ok(report)
+}
+
+/// Rewrite the report's texts to name the notebook's cells, and add the notebook's notes (the
+/// notebook's line map applied where the report is made, so a notebook knows nothing of reports).
+fn annotate(nb: &Notebook, report: &mut Report, notebook: &Path) {
+    let name = notebook
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let map = |s: &str| nb.map.map_text(s, &name);
+    for err in report.failed_probes.values_mut() {
+        *err = map(err);
+    }
+    if let Some(tail) = &mut report.stderr_tail {
+        *tail = map(tail);
+    }
+    let timed_out = report
+        .run_failure
+        .as_ref()
+        .is_some_and(|f| f.en.contains("ran past its"));
+    if let Some(f) = &mut report.run_failure {
+        f.zh = map(&f.zh);
+        f.en = map(&f.en);
+    }
+    for v in &mut report.verdicts {
+        for t in [&mut v.why, &mut v.measured] {
+            t.zh = map(&t.zh);
+            t.en = map(&t.en);
+        }
+    }
+    report.notes.extend(nb.dropped_note());
+    if timed_out {
+        report.notes.push(text!(
+            "笔记本的每个代码单元都会在导入时运行：训练或演示的代码单元请放进 `if __name__ == \"__main__\":` 之下，评分时它们就不会运行",
+            "every code cell of a notebook runs when it is imported: guard cells that train or demo under `if __name__ == \"__main__\":` so they do not run when graded"
+        ));
+    }
 }

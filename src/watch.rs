@@ -5,11 +5,12 @@
 //! is shown and the watch goes on; `q` (or Ctrl-C) quits, `r` regrades now.
 use crate::cli::WatchArgs;
 use crate::course::Course;
+use crate::device::Device;
 use crate::error::{exit, GradeError};
 use crate::i18n::Lang;
 use crate::pipeline::{self, GradeRequest};
 use crate::report;
-use crate::runner::{Device, Executor};
+use crate::runner::Executor;
 use notify_debouncer_full::notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{new_debouncer, DebounceEventResult};
 use std::io::{IsTerminal, Read, Write};

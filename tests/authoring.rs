@@ -99,7 +99,7 @@ fn a_lesson_made_only_of_files_is_found_proved_graded_and_batched() {
     assert!(
         html.contains(&format!(
             "<th scope=\"row\">bf16 autocast</th><td class=\"num\">{}</td>",
-            grade::html::charts::fmt(bytes / 1048576.0)
+            grade::charts::fmt(bytes / 1048576.0)
         )),
         "its numbers: the recorded bytes in MiB"
     );

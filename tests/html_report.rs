@@ -3,11 +3,13 @@
 //! common mistakes, full reports, regrade commands), the diff page, snapshots (SVG bodies and
 //! seeds redacted), and a class of 30 written well under a second. The same pages rendered in a
 //! real browser: tests/batch.rs.
+use grade::charts::{self, Chart};
+use grade::evidence::Observed;
 use grade::gradebook::json::GradesJson;
-use grade::html::{self, charts, charts::Chart, pictures, View};
+use grade::html::{self, View};
 use grade::i18n::Lang;
 use grade::observations::Observations;
-use grade::report::evidence::Observed;
+use grade::pictures;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -424,7 +426,7 @@ fn diff_page_of_two_gradebooks() {
 fn picture_kinds_follow_their_rules_on_hand_made_evidence() {
     #[derive(serde::Deserialize)]
     struct Doc {
-        #[serde(deserialize_with = "grade::html::pictures::deserialize_list")]
+        #[serde(deserialize_with = "grade::pictures::deserialize_list")]
         pictures: Vec<pictures::Picture>,
     }
     let yaml = r#"

@@ -13,11 +13,13 @@
 pub mod commands;
 pub mod progress;
 
+pub use crate::cli::parse_shard; // `--shard K/N` is parsed where the arguments are
 use crate::course::Course;
+use crate::device::Device;
 use crate::error::{exit, GradeError};
 use crate::gradebook::{self, Record, Roster, GRADED, NO_SUBMISSION};
 use crate::pipeline::{self, GradeRequest, Spec};
-use crate::runner::{Device, Executor};
+use crate::runner::Executor;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -114,18 +116,6 @@ fn fnv(s: &str) -> u64 {
 /// `--shard K/N` (K from 1): whether this shard grades the student.
 pub fn in_shard(id: &str, shard: (u32, u32)) -> bool {
     fnv(id) % shard.1 as u64 == (shard.0 - 1) as u64
-}
-
-pub fn parse_shard(s: &str) -> Result<(u32, u32), String> {
-    let (k, n) = s.split_once('/').ok_or("expected K/N, e.g. 2/3")?;
-    let (k, n): (u32, u32) = (
-        k.trim().parse().map_err(|_| "K is not a number")?,
-        n.trim().parse().map_err(|_| "N is not a number")?,
-    );
-    if n == 0 || k == 0 || k > n {
-        return Err(format!("shard {k}/{n}: need 1 ≤ K ≤ N"));
-    }
-    Ok((k, n))
 }
 
 /// A student's seed: from the batch seed and the student id only (so `grade exercise --seed S`

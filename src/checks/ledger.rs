@@ -24,9 +24,6 @@ use crate::spec::ModelConfig;
 use crate::text;
 use crate::workload::parameter_shapes;
 
-/// The entries a ledger has (besides `peak`, which only CUDA can tell).
-pub const ENTRIES: [&str; 4] = ["params", "grads", "optimizer_state", "activations"];
-
 /// Bytes of TinyGPT's float32 parameters, and how many parameter tensors it has.
 pub fn param_bytes(cfg: &ModelConfig) -> (i64, i64) {
     let shapes = parameter_shapes(cfg);

@@ -17,9 +17,9 @@ pub mod stats;
 pub mod step_time;
 pub mod trace;
 
+use crate::device::Device;
 use crate::i18n::Text;
 use crate::observations::{Absent, Evidence};
-use crate::runner::Device;
 use crate::spec::rubric::{Check, OnlyOn};
 use crate::spec::{Exercise, Operand, Rubric};
 use crate::text;

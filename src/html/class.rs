@@ -2,8 +2,8 @@
 //! distribution, per criterion pass rate with the mistakes it catches and who failed it, every
 //! student's full report), and the page of a `grade diff` of two gradebooks. Reads records only;
 //! runs nothing.
-use super::charts::{self, Chart};
 use super::{figure, l, lesson, page, report_body, status_word, View};
+use crate::charts::{self, Chart};
 use crate::course::Course;
 use crate::gradebook::json::GradesJson;
 use crate::gradebook::{self, Gradebook, Record, GRADED};

@@ -1,20 +1,18 @@
 //! HTML reports (issue 20): one self-contained page (inline CSS, inline SVG charts, a few lines
 //! of inline JS for sorting; no network) for one graded submission (`grade exercise --html`) and
-//! for a class (`grade report`, in `class`). Markup by `maud`, charts by `charts` (plotters),
-//! a lesson's pictures by `pictures` (declared in its exercise.yaml), all drawn from recorded
-//! evidence.
-pub mod charts;
+//! for a class (`grade report`, in `class`). Markup by `maud`, charts by `crate::charts`
+//! (plotters), a lesson's pictures by `crate::pictures` (declared in its exercise.yaml), all
+//! drawn from recorded evidence.
 pub mod class;
-pub mod pictures;
 
+use crate::charts::Chart;
 use crate::course::Course;
+use crate::evidence::Observed;
 use crate::i18n::{Lang, Text};
-use crate::report::evidence::Observed;
+use crate::pictures::{self, Picture};
 use crate::report::Report;
 use crate::spec::Exercise;
-use charts::Chart;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
-use pictures::Picture;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

@@ -1,5 +1,4 @@
 //! Reports: one `Report` per graded run, rendered by one exporter per format behind `Exporter`.
-pub mod evidence;
 pub mod json;
 pub mod platform;
 pub mod table;
@@ -7,6 +6,7 @@ pub mod yaml;
 
 use crate::checks::{Status, Verdict};
 use crate::error::exit;
+use crate::evidence;
 use crate::i18n::{Lang, Text};
 use serde::Serialize;
 use std::collections::BTreeMap;

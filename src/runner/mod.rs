@@ -6,6 +6,7 @@ pub mod process;
 pub mod sandbox;
 pub mod zygote;
 
+pub use crate::device::Device; // where it lived before `device.rs`
 use crate::error::GradeError;
 use crate::i18n::Text;
 use crate::observations::Observations;
@@ -27,22 +28,6 @@ pub const LIB_PY: &str = include_str!("../driver/lib.py");
 pub const AUDIT_PY: &str = include_str!("../driver/audit.py");
 /// The driver's exit status when its own imports (torch, safetensors) fail: the grader cannot grade.
 const DRIVER_ENV_BROKEN: i32 = 4;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Device {
-    Cpu,
-    Cuda,
-}
-
-impl Device {
-    pub fn name(self) -> &'static str {
-        match self {
-            Device::Cpu => "cpu",
-            Device::Cuda => "cuda",
-        }
-    }
-}
 
 /// Everything one run needs.
 pub struct RunRequest<'a> {

@@ -2,13 +2,12 @@
 //! least one fixture (else it cannot be shown to work), names the common mistake it `catches`, and
 //! every item of the lesson README's `### 常见错误` section maps to criteria through the
 //! `mistakes:` list of exercise.yaml.
-use super::expected::{blank_before, mask_comments, Expected};
-use super::Surprise;
+use super::expected::{applies, blank_before, mask_comments, Expected};
+use super::surprise::Surprise;
 use crate::course::Course;
+use crate::device::Device;
 use crate::error::GradeError;
 use crate::pipeline::Spec;
-use crate::runner::Device;
-use crate::spec::rubric::{Criterion, OnlyOn};
 use crate::spec::spec_error;
 use crate::text;
 use std::collections::BTreeSet;
@@ -18,15 +17,6 @@ pub struct Coverage {
     /// Criteria that do not apply on this device (`only_on`): nothing here can fail them.
     pub unprovable: Vec<String>,
     pub surprises: Vec<Surprise>,
-}
-
-/// Whether a criterion is graded on `device` (else it is SKIP).
-pub fn applies(c: &Criterion, device: Device) -> bool {
-    match c.only_on {
-        None => true,
-        Some(OnlyOn::Cpu) => device == Device::Cpu,
-        Some(OnlyOn::Cuda) => device == Device::Cuda,
-    }
 }
 
 pub fn check(

@@ -6,8 +6,9 @@
 //! `file:line:column`. A fixture that must fail something is not held to the rubric's timing
 //! bands (`band: true`) its entry leaves out (`selftest::Graded::either`).
 use crate::course::Course;
+use crate::device::Device;
 use crate::error::GradeError;
-use crate::runner::Device;
+use crate::spec::rubric::{Criterion, OnlyOn};
 use crate::spec::{load_yaml, spec_error, Rubric};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,6 +70,15 @@ impl Fails {
     }
 }
 
+/// Whether a criterion is graded on `device` (else it is SKIP).
+pub fn applies(c: &Criterion, device: Device) -> bool {
+    match c.only_on {
+        None => true,
+        Some(OnlyOn::Cpu) => device == Device::Cpu,
+        Some(OnlyOn::Cuda) => device == Device::Cuda,
+    }
+}
+
 /// The timing bands (`band: true`) a submission that must fail `must_fail` is not held to: when
 /// it is wrong elsewhere, its error may be a small factor on a real timing, which the machine's
 /// load can move across a band's edge, so either verdict of a band its entry does not list is as
@@ -81,7 +91,7 @@ pub fn bands_not_held(rubric: &Rubric, must_fail: &[String], device: Device) -> 
         .criteria
         .iter()
         .filter(|c| c.band && !must_fail.contains(&c.id))
-        .filter(|c| super::coverage::applies(c, device))
+        .filter(|c| applies(c, device))
         .map(|c| c.id.clone())
         .collect()
 }

@@ -7,13 +7,15 @@
 pub mod coverage;
 pub mod expected;
 pub mod render;
+pub mod surprise;
 
 use crate::course::Course;
+use crate::device::Device;
 use crate::error::{exit, GradeError};
 use crate::i18n::Text;
 use crate::pipeline::{self, GradeRequest, Spec};
 use crate::report::Report;
-use crate::runner::{Device, Executor};
+use crate::runner::Executor;
 use crate::text;
 use expected::Expected;
 use serde::Serialize;
@@ -21,6 +23,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+pub use surprise::{Part, Surprise};
 
 /// What to check and how.
 #[derive(Clone, Debug)]
@@ -34,55 +37,6 @@ pub struct CheckOptions {
     /// Grade only these submissions (`solution`, `starter`, fixture stems); empty means all.
     pub only: Vec<String>,
     pub device: Device,
-}
-
-/// The column of the summary table a finding belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Part {
-    Solution,
-    Starter,
-    Fixtures,
-    Coverage,
-}
-
-/// Something that is not as the course says it should be.
-#[derive(Clone, Debug, Serialize)]
-pub struct Surprise {
-    pub exercise: String,
-    pub part: Part,
-    /// `solution`, `starter` or the fixture's stem, for graded submissions.
-    pub submission: Option<String>,
-    pub run: Option<u32>,
-    pub seed: Option<u64>,
-    /// The criteria concerned.
-    pub criteria: Vec<String>,
-    /// The files to look at, relative to the course root.
-    pub files: Vec<String>,
-    pub message: Text,
-    /// The part of the graded report that shows it: verdicts with reasons, run failure, stderr.
-    pub evidence: Vec<Text>,
-}
-
-impl Surprise {
-    pub fn coverage(
-        exercise: &str,
-        criteria: Vec<String>,
-        files: Vec<String>,
-        message: Text,
-    ) -> Self {
-        Surprise {
-            exercise: exercise.into(),
-            part: Part::Coverage,
-            submission: None,
-            run: None,
-            seed: None,
-            criteria,
-            files,
-            message,
-            evidence: Vec::new(),
-        }
-    }
 }
 
 /// One submission graded once, and whether it did what it must.
@@ -302,7 +256,7 @@ fn plan(
                 .rubric
                 .criteria
                 .iter()
-                .filter(|c| ids.contains(&&c.id) && coverage::applies(c, opts.device))
+                .filter(|c| ids.contains(&&c.id) && expected::applies(c, opts.device))
                 .map(|c| c.id.clone())
                 .collect()
         };

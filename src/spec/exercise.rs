@@ -1,8 +1,8 @@
 //! `exercises/NN-name/exercise.yaml`: the exercise's model, workload and scenario parameters.
 use super::{load_yaml, spec_error};
 use crate::error::GradeError;
-use crate::html::pictures::Picture;
 use crate::i18n::Text;
+use crate::pictures::Picture;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -71,11 +71,11 @@ pub struct Exercise {
     #[serde(default)]
     pub audit_allow: Vec<String>,
     /// The lesson's pictures in a report page (`--html`, `grade report`), drawn from the recorded
-    /// evidence: one picture kind each (`src/html/pictures/`). Grading ignores it.
+    /// evidence: one picture kind each (`src/pictures/`). Grading ignores it.
     #[serde(
         default,
-        deserialize_with = "crate::html::pictures::deserialize_list",
-        serialize_with = "crate::html::pictures::serialize_list",
+        deserialize_with = "crate::pictures::deserialize_list",
+        serialize_with = "crate::pictures::serialize_list",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub pictures: Vec<Picture>,

@@ -368,6 +368,9 @@ pub struct LedgerSpec {
     pub entries: Vec<String>,
 }
 
+/// The entries a ledger has (besides `peak`, which only CUDA can tell): what `entries:` may name.
+pub const LEDGER_ENTRIES: [&str; 4] = ["params", "grads", "optimizer_state", "activations"];
+
 /// `growth`: the law of `value` against `axis` in the rows of trace `rows`, per `group_by` value,
 /// equals the answer recorded under metric `answer`; see `checks/growth.rs`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -687,11 +690,11 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             match l
                 .entries
                 .iter()
-                .find(|e| !crate::checks::ledger::ENTRIES.contains(&e.as_str()))
+                .find(|e| !LEDGER_ENTRIES.contains(&e.as_str()))
             {
                 Some(e) => Err(format!(
                     "entries: unknown `{e}`; allowed: {}",
-                    crate::checks::ledger::ENTRIES.join(", ")
+                    LEDGER_ENTRIES.join(", ")
                 )),
                 None => Ok(()),
             }

@@ -2,9 +2,9 @@
 //! labelled horizontal reference lines (a grader's median); lines through the points when
 //! `joined`.
 use super::{check_label, check_template, quote_or_dash, Label, Scale, Source};
-use crate::html::charts::{self, Chart};
+use crate::charts::{self, Chart};
+use crate::evidence::Observed;
 use crate::i18n::Lang;
-use crate::report::evidence::Observed;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -3,9 +3,9 @@
 //! numbers as a table beside it. Options: `relative_to:` a category (values as ratios to it,
 //! the table with both), `per:` a number per category to divide by (per step).
 use super::{check_label, quote, quote_or_dash, Label, Scale, Source};
-use crate::html::charts::{self, Chart};
+use crate::charts::{self, Chart};
+use crate::evidence::Observed;
 use crate::i18n::Lang;
-use crate::report::evidence::Observed;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

@@ -1,9 +1,9 @@
 //! `ranked`: ranked rows (top operators) of several row traces side by side: a category per
 //! name, in the order first met, a bar per trace (0 where a trace lacks the name).
 use super::{check_label, quote_or_dash, Label, Scale};
-use crate::html::charts::{self, Chart};
+use crate::charts::{self, Chart};
+use crate::evidence::Observed;
 use crate::i18n::Lang;
-use crate::report::evidence::Observed;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

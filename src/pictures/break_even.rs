@@ -2,9 +2,9 @@
 //! as lines; the candidate pays more on its first call and less on each after, and the title
 //! says from which n it pays (`{n}`), or `never:` that it does not.
 use super::{check_label, quote_or_dash, Label, Source};
-use crate::html::charts::{self, Chart};
+use crate::charts::{self, Chart};
+use crate::evidence::Observed;
 use crate::i18n::Lang;
-use crate::report::evidence::Observed;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize, Serialize)]

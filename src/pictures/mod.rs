@@ -13,9 +13,9 @@ pub mod points;
 pub mod ranked;
 pub mod sweep;
 
-use super::charts::Chart;
+use crate::charts::Chart;
+use crate::evidence::Observed;
 use crate::i18n::{Lang, Text};
-use crate::report::evidence::Observed;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -1,9 +1,9 @@
 //! `sweep`: the rows of a sweep (a row trace) as points, field `y` against field `x`, a line per
 //! value of field `by` (in the order first met, points sorted by x).
 use super::{check_label, quote_or_dash, Label, Scale};
-use crate::html::charts::{self, Chart};
+use crate::charts::{self, Chart};
+use crate::evidence::Observed;
 use crate::i18n::Lang;
-use crate::report::evidence::Observed;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
