@@ -8,6 +8,9 @@ cd "$(dirname "$0")"
 # test-only: the JUnit XML and JSON schema validators (tests/batch.rs, tests/platforms.rs)
 .venv/bin/python -c 'import xmlschema, jsonschema' 2>/dev/null ||
   .venv/bin/python -m pip install --quiet --disable-pip-version-check xmlschema jsonschema
+# test-only: notebooks executed headless through a real kernel (tests/jupyter_magic.rs)
+.venv/bin/python -c 'import nbclient, ipykernel, nbformat' 2>/dev/null ||
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check nbclient ipykernel nbformat
 # test-only: tmux drives `grade watch` in a terminal (tests/student_loop.rs)
 if ! command -v tmux >/dev/null; then
   sudo=$([ "$(id -u)" = 0 ] || echo sudo)
