@@ -17,6 +17,14 @@ if need_venv; then
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install --quiet --disable-pip-version-check torch==2.13.0 safetensors numpy
 fi
+# grade_jupyter (python/: `%grade` inside a notebook, docs/jupyter.md), editable; skipped once this
+# version is installed.
+gj=$(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
+if ! compgen -G ".venv/lib/python3*/site-packages/grade_jupyter-$gj.dist-info" >/dev/null; then
+  echo "setup: installing grade_jupyter $gj (the %grade magic for notebooks) …" >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e python 2>/dev/null ||
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e python
+fi
 # A stable path to the wheel's libtorch for .cargo/config.toml (LIBTORCH), whatever the Python version.
 torch_dir=$(.venv/bin/python -c 'import os, torch; print(os.path.dirname(torch.__file__))')
 ln -sfn "$torch_dir" .venv/torch
