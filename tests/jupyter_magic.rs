@@ -366,10 +366,29 @@ fn grade_magic_in_real_kernels() {
         1,
         "nothing but the report"
     );
-    assert!(
-        html.contains(r#"<div class="grade-jupyter" data-exit="0">"#),
-        "{html}"
-    );
+    let scope = Regex::new(r#"^<div class="grade-jupyter" id="(gj-[0-9a-f]+)" data-exit="0">"#)
+        .unwrap()
+        .captures(&html)
+        .unwrap_or_else(|| panic!("the report's own div: {html}"))[1]
+        .to_string();
+    // every rule of the page's style is limited to that div (JupyterLab's table styles neither)
+    let style = html
+        .split("<style>")
+        .nth(1)
+        .unwrap()
+        .split("</style>")
+        .next()
+        .unwrap();
+    let rules = Regex::new(r"([^{}]+)\{[^{}]*\}").unwrap();
+    assert!(rules.captures_iter(style).count() > 20, "{style}");
+    for rule in rules.captures_iter(style) {
+        for selector in rule[1].split(',') {
+            assert!(
+                selector.trim().starts_with(&format!("#{scope}")),
+                "a rule not scoped to the report: {selector:?}"
+            );
+        }
+    }
     let rows = verdict_rows(&html);
     let ids: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(ids, rubric_ids(), "every criterion of the rubric, in order");

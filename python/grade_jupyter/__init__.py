@@ -406,14 +406,18 @@ def _could_not_grade(code, stderr, lesson):
 # --------------------------------------------------------------------------------------------
 # the displayed report
 
+# What the notebook's own style would otherwise change (JupyterLab right-aligns and fixes the
+# layout of output tables), and the cell's notes; scoped like the page's style.
 _EXTRA_CSS = """
-.grade-jupyter{max-width:1100px}
-.grade-jupyter table{table-layout:auto;margin-left:0}
-.grade-jupyter .gj-notes{margin:.2rem 0 .6rem;padding:.4rem .6rem;border-left:3px solid #8a8a8a;background:#fafafa;font-size:.9rem}
-.grade-jupyter .gj-notes p{margin:.15rem 0}
-.grade-jupyter .gj-warn{color:#8a4b00}
-.grade-jupyter .gj-error{padding:.5rem .7rem;border-left:4px solid #b3261e;background:#fdf3f2}
-.grade-jupyter .gj-error p{margin:.15rem 0}
+:root{max-width:1100px;margin:0;padding:.3rem 0}
+table{table-layout:auto;margin-left:0;margin-right:0}
+th,td{text-align:left}
+p{text-align:left}
+.gj-notes{margin:.2rem 0 .6rem;padding:.4rem .6rem;border-left:3px solid #8a8a8a;background:#fafafa;font-size:.9rem}
+.gj-notes p{margin:.15rem 0}
+.gj-warn{color:#8a4b00}
+.gj-error{padding:.5rem .7rem;border-left:4px solid #b3261e;background:#fdf3f2}
+.gj-error p{margin:.15rem 0}
 """
 
 
@@ -450,13 +454,22 @@ def _scope_css(css, scope):
 
 
 def _embed(page):
-    """The page `grade --html` wrote as a fragment for a notebook's output: its style scoped to
-    `.grade-jupyter`, its body without the script (the class pages' sorting; none here)."""
+    """The page `grade --html` wrote as a fragment for a notebook's output: its style (the
+    page's, then `_EXTRA_CSS`) for `_scope_css`, its body without the script (the class pages'
+    sorting; none here)."""
     style = "\n".join(re.findall(r"<style>(.*?)</style>", page, re.S))
     body = re.search(r"<body>(.*)</body>", page, re.S)
     body = body.group(1) if body else page
     body = re.sub(r"<script>.*?</script>", "", body, flags=re.S)
-    return _scope_css(style, ".grade-jupyter") + _EXTRA_CSS, body
+    return style + _EXTRA_CSS, body
+
+
+def _wrap(css, inner, exit_code):
+    """One output: a div with an id of its own, every rule of `css` limited to it (an id's
+    weight: the notebook's own table styles do not override the report's)."""
+    scope = f"gj-{os.urandom(4).hex()}"
+    return (f'<div class="grade-jupyter" id="{scope}" data-exit="{exit_code}">'
+            f"<style>{_scope_css(css, '#' + scope)}</style>{inner}</div>")
 
 
 def _notes_html(notes):
@@ -475,9 +488,10 @@ def _bundle(r):
         detail = f"\n{r.stderr.strip()}" if r.stderr.strip() else ""
         text = f"⚠ {zh}\n⚠ {en}{detail}\n" + "".join(f"{z}\n{e}\n" for z, e in warnings)
         detail_html = f"<pre>{_html.escape(r.stderr.strip())}</pre>" if r.stderr.strip() else ""
-        html_ = (f'<div class="grade-jupyter"><style>{_EXTRA_CSS}</style>'
-                 f'<div class="gj-error" data-exit="{r.exit_code}"><p>⚠ {_html.escape(zh)}</p>'
-                 f'<p lang="en">⚠ {_html.escape(en)}</p>{detail_html}</div>{_notes_html(warnings)}</div>')
+        html_ = _wrap(_EXTRA_CSS,
+                      f'<div class="gj-error"><p>⚠ {_html.escape(zh)}</p>'
+                      f'<p lang="en">⚠ {_html.escape(en)}</p>{detail_html}</div>{_notes_html(warnings)}',
+                      r.exit_code)
         return {"text/plain": text, "text/html": html_}
     text = notes_text + "\n" + r.text
     if not r.html:
@@ -485,8 +499,7 @@ def _bundle(r):
         css = _EXTRA_CSS
     else:
         css, body = _embed(r.html)
-    html_ = (f'<div class="grade-jupyter" data-exit="{r.exit_code}"><style>{css}</style>'
-             f"{_notes_html(r.notes)}{body}</div>")
+    html_ = _wrap(css, _notes_html(r.notes) + body, r.exit_code)
     return {"text/plain": text, "text/html": html_}
 
 
