@@ -70,8 +70,10 @@ class GradeResult:
         what = {0: "passed", 1: "failed", 2: "could not grade"}.get(self.exit_code, "stopped")
         return f"<GradeResult {self.lesson}: exit {self.exit_code} ({what})>"
 
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        return _bundle(self)
+    # no _repr_mimebundle_: check() already shows the report, and `grade_jupyter.check(...)` as a
+    # cell's last line would show it twice; `show()` shows it again
+    def show(self):
+        _show(self, None)
 
 
 class _Problem(Exception):
@@ -117,9 +119,10 @@ def _notebook_path(explicit, ip):
             if t.is_file():
                 return t.resolve()
         raise _Problem(
-            f"找不到要评分的笔记本文件 `{value}`：请先保存笔记本（Ctrl-S / ⌘S），再运行 %grade",
+            f"找不到要评分的笔记本文件 `{value}`：请先保存笔记本（Ctrl-S / ⌘S），再运行 %grade"
+            "（内核启动后改过名？用 %grade 练习编号 --notebook 路径.ipynb）",
             f"the notebook's file `{value}` is not on disk: save the notebook first (Ctrl-S / ⌘S), "
-            "then run %grade again",
+            "then run %grade again (renamed since the kernel started? %grade ID --notebook PATH.ipynb)",
         )
     raise _Problem(
         "不知道这个内核运行的是哪个笔记本文件（没有 __session__ / JPY_SESSION_NAME）："
