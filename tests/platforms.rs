@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-/// Gradings run one at a time: timing criteria need the cores (README, "Timing").
+/// Gradings run one at a time: timing criteria need the cores (docs/instructors.md, "Timing").
 static GRADING: Mutex<()> = Mutex::new(());
 
 fn root() -> PathBuf {

@@ -38,7 +38,8 @@ pub struct Report {
     /// Probes that did not finish, with their error (named once; verdicts point here).
     #[serde(default)]
     pub failed_probes: BTreeMap<String, String>,
-    /// What the sandbox could not enforce on this platform (README "Security"); empty when all held.
+    /// What the sandbox could not enforce here (docs/how-grading-works.md, "Security"); empty
+    /// when all held.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sandbox_gaps: Vec<Text>,
     /// Notes on how the submission was read (a notebook's dropped magics, a hint on a timeout).

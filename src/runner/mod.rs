@@ -197,7 +197,8 @@ fn cuda_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// GRADE_SANDBOX=off: only to measure the sandbox's cost or to debug it (README "Security").
+/// GRADE_SANDBOX=off: only to measure the sandbox's cost or to debug it
+/// (docs/how-grading-works.md, "Security").
 fn sandbox_on() -> bool {
     std::env::var("GRADE_SANDBOX").map_or(true, |v| v != "off")
 }

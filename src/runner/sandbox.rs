@@ -1,9 +1,9 @@
-//! The sandbox around a submission's process (README "Security"): Landlock file-system rules
-//! (read-only: the Python environment, the course package, system libraries; read-write: the
-//! run's own temporary directory), Landlock TCP and signal scoping, a fresh network namespace, no
-//! capabilities (also as root), a task limit that stops fork bombs, and a sweep that kills
-//! strays (daemons, double forks) that try to outlive the run. What the platform cannot enforce
-//! is reported once per run, never silently skipped.
+//! The sandbox around a submission's process (docs/how-grading-works.md, "Security"): Landlock
+//! file-system rules (read-only: the Python environment, the course package, system libraries;
+//! read-write: the run's own temporary directory), Landlock TCP and signal scoping, a fresh
+//! network namespace, no capabilities (also as root), a task limit that stops fork bombs, and a
+//! sweep that kills strays (daemons, double forks) that try to outlive the run. What the platform
+//! cannot enforce is reported once per run, never silently skipped.
 use crate::i18n::Text;
 use crate::text;
 use landlock::{
