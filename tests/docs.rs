@@ -6,6 +6,7 @@
 //! `device: cpu` report. Other code blocks are shown, not run: each must name its language (trycmd
 //! would run a bare fence), and a `console` block must not be indented (trycmd would skip it).
 //! Gradings are the expensive commands (seconds of both cores each): at most `MAX_GRADINGS`.
+//! Every relative link of the guides names a file that exists, and a heading it has.
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -142,6 +143,64 @@ fn the_examples_grade_little() {
         gradings.len(),
         gradings.join("\n")
     );
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a markdown file's headings (outside code blocks).
+fn anchors(file: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(slug(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+#[test]
+fn links_between_the_guides_resolve() {
+    let mut wrong = Vec::new();
+    for file in guides() {
+        let text = std::fs::read_to_string(root().join(&file)).unwrap();
+        let dir = root().join(&file).parent().unwrap().to_path_buf();
+        for (at, _) in text.match_indices("](") {
+            let rest = &text[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let resolved = if path.is_empty() {
+                root().join(&file)
+            } else {
+                dir.join(path)
+            };
+            if !resolved.exists() {
+                wrong.push(format!("{}: {target}: no such file", file.display()));
+            } else if !anchor.is_empty()
+                && resolved.extension().is_some_and(|e| e == "md")
+                && !anchors(&resolved).iter().any(|a| a == anchor)
+            {
+                wrong.push(format!("{}: {target}: no such heading", file.display()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
