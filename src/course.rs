@@ -15,6 +15,9 @@ pub struct CourseFile {
     pub title: Option<Text>,
     #[serde(default)]
     pub order: Vec<String>,
+    /// The course's Python: what every submission may import and use (`src/spec/policy.rs`).
+    #[serde(default)]
+    pub policy: crate::spec::Policy,
 }
 
 pub struct Course {

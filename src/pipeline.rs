@@ -39,7 +39,20 @@ pub struct Spec {
 impl Spec {
     pub fn load(course: &Course, id: &str) -> Result<Spec, GradeError> {
         course.check_id(id)?;
-        let exercise = Exercise::load(&course.exercise_dir(id))?;
+        let mut exercise = Exercise::load(&course.exercise_dir(id))?;
+        // the course's Python with what this lesson's contract adds (course.yaml + exercise.yaml)
+        let course_file = course.root.join("course.yaml");
+        let policy = course.file()?.policy.with(&exercise.policy);
+        if let Some((needle, message)) = policy.problem() {
+            let text = std::fs::read_to_string(&course_file).unwrap_or_default();
+            return Err(crate::spec::spec_error(
+                &course_file,
+                &text,
+                &needle,
+                message,
+            ));
+        }
+        exercise.policy = policy;
         let rubric = Rubric::load(&course.rubric(id), &exercise)?;
         Ok(Spec { exercise, rubric })
     }

@@ -152,7 +152,7 @@ fn every_primitive_is_found_with_its_line_and_ordinary_code_is_not() {
 
 /// Every course file a student could legitimately have written: solutions, starters and the
 /// fixtures that must pass or fail for a reason other than tampering (their `expected.yaml`
-/// entries do not name `instruments_intact`) are clean.
+/// entries neither name `instruments_intact` nor say `refused`) are clean.
 #[test]
 fn no_correct_or_careless_submission_of_the_course_is_flagged() {
     let mut audited = 0;
@@ -182,7 +182,8 @@ fn no_correct_or_careless_submission_of_the_course_is_flagged() {
             let name = name.as_str().unwrap_or_default();
             let text = serde_yaml::to_string(entry).unwrap_or_default();
             let path = fixtures.join(format!("{name}.py"));
-            if path.is_file() && !text.contains("instruments_intact") {
+            // `refused`: the course's Python refuses it before it runs (a cheat)
+            if path.is_file() && !text.contains("instruments_intact") && !text.contains("refused") {
                 files.push(path);
             }
         }

@@ -17,6 +17,7 @@ fn report() -> Report {
             "checkpointing during inference",
         )),
         blocked_by: None,
+        gate: false,
     };
     let mut blocked = verdict("d_blocked", Status::Fail, "probe `compare` failed: boom");
     blocked.blocked_by = Some("compare".into());

@@ -24,16 +24,18 @@ pub struct Finding {
 
 /// Metrics the driver sends as the submission runs that are findings of the audit too: a thread
 /// started on the submission's behalf (`integrity.thread.<line>`, driver.py `_install_threads`),
-/// whose work the grader's per-thread instruments cannot see.
-pub const RUNTIME_PREFIX: &str = "integrity.thread.";
+/// whose work the grader's per-thread instruments cannot see, and what the course's Python
+/// refused while it ran (`integrity.policy.<line>`, `src/driver/policy.py`: a name computed at run
+/// time, judged like a literal one).
+pub const RUNTIME_PREFIXES: [&str; 2] = ["integrity.thread.", "integrity.policy."];
 
-/// Moves the runtime findings (`RUNTIME_PREFIX` metrics) into `obs.audit`, in line order, so the
+/// Moves the runtime findings (`RUNTIME_PREFIXES` metrics) into `obs.audit`, in line order, so the
 /// audit criterion judges them with the static ones (and a notebook places them in its cells).
 pub fn merge_runtime(obs: &mut crate::observations::Observations) {
     let runtime: Vec<serde_json::Value> = obs
         .metrics
         .iter()
-        .filter(|(k, _)| k.starts_with(RUNTIME_PREFIX))
+        .filter(|(k, _)| RUNTIME_PREFIXES.iter().any(|p| k.starts_with(p)))
         .map(|(_, v)| v.clone())
         .collect();
     if runtime.is_empty() {

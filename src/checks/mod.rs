@@ -90,6 +90,10 @@ pub struct Verdict {
     /// The failed probe that left this criterion nothing to judge.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocked_by: Option<String>,
+    /// A gate (`gate: true` in the rubric): it earns no points itself, and when it fails the
+    /// lesson scores 0 (the course's Python and the grader's instruments, like a compile error).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gate: bool,
 }
 
 /// What checks read besides the evidence: `$model.*` / `$params.*` bounds.
@@ -216,12 +220,13 @@ pub fn grade(rubric: &Rubric, env: &Env, device: Device) -> Vec<Verdict> {
                 id: c.id.clone(),
                 title: c.title.clone(),
                 status,
-                points: c.points,
+                points: if c.gate { 0 } else { c.points },
                 measured: out.measured,
                 bound: out.bound,
                 why: out.why,
                 catches: c.catches.clone(),
                 blocked_by: out.blocked_by,
+                gate: c.gate,
             }
         })
         .collect()

@@ -448,6 +448,9 @@ _TORCH_DIR = "\0"
 _TORCH_BENCHMARK = "\0"
 
 
+_TRANSPARENT_FILES = set()  # the policy's guards (policy.py): they act on the submission's behalf
+
+
 def _transparent(filename):
     """A frame that acts on its caller's behalf: the standard library (`timeit`, `statistics`,
     `functools`, …), code generated at run time (`<timeit-src>`, `<string>`,
@@ -455,7 +458,7 @@ def _transparent(filename):
     (numpy reading a tensor for `np.isnan(t)`), plus `torch.utils.benchmark` (torch's timeit).
     torch's other frames are opaque: what torch does for itself (dynamo timing its compile,
     the profiler's clock) is nobody's."""
-    if filename.startswith("<"):
+    if filename.startswith("<") or filename in _TRANSPARENT_FILES:
         return True
     if "-packages" not in filename:
         return filename.startswith(_STDLIB)
@@ -732,8 +735,26 @@ def _audit(job):
         sys.modules.pop("grade_audit", None)
 
 
-def _load_submission(path):
-    return _load_module("submission", path)
+def _load_policy(ctx, job):
+    """The course's Python (policy.py, configured with the job's policy): refusals found while the
+    submission runs are sent at once as `integrity.policy.<line>` (once per line), like `_tamper`,
+    below the recorder's gate (the guard that refuses acts on the submission's behalf)."""
+    path = job.get("policy_py") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy.py")
+    policy = _load_module("grade_policy", path)
+    policy.configure(job.get("policy") or {}, SUBMISSION_FILES)
+    _TRANSPARENT_FILES.update({policy.__file__, os.path.abspath(policy.__file__)})
+    lines = set()
+
+    def refused(finding):
+        if finding["line"] in lines:
+            return
+        lines.add(finding["line"])
+        ch = ctx._channel
+        ch._put(ch._encode(("metric", f"integrity.policy.{finding['line']}", finding)))
+        ch.sent += 1
+
+    policy.report = refused
+    return policy
 
 
 def main():
@@ -754,6 +775,7 @@ def run_job(job_path, nonce):
     try:  # the grader's own environment; a failure here is the grader's, not the submission's
         import numpy  # noqa: F401  (safetensors.torch needs it to write)
         import safetensors.torch  # noqa: F401
+        import RestrictedPython  # noqa: F401  (the course's Python: policy.py)
         import torch
     except ImportError as e:
         print(f"grade driver: {e}", file=sys.stderr)
@@ -786,17 +808,34 @@ def run_job(job_path, nonce):
         gc.collect()
 
     SUBMISSION_FILES.update({job["submission"], os.path.abspath(job["submission"])})
-    ctx.audit(_audit(job))  # leaves now: reported even if the import crashes the interpreter
+    policy = _load_policy(ctx, job)
+    # The submission compiled in the course's Python: what it may not use is found before any of
+    # it runs, and sent with the static audit (both leave now: reported even if the import
+    # crashes the interpreter). A refused submission is not imported (the policy is a gate).
+    syntax = None
+    try:
+        with open(job["submission"], encoding="utf-8", errors="replace") as fh:
+            code, refused = policy.compile_source(fh.read(), job["submission"])
+    except (SyntaxError, ValueError) as e:
+        code, refused, syntax = None, [], e
+    ctx.audit(_audit(job) + refused)
     import course.model as course_model
 
     ctx.watch = _Watch(
         ctx,
         watched,
         # the driver's own globals too: its captured clocks and os functions
-        {"grade_driver": globals(), "grade_lib": ctx.lib, "grade_scenario": scenario, "course.model": course_model},
+        {"grade_driver": globals(), "grade_lib": ctx.lib, "grade_scenario": scenario, "course.model": course_model,
+         "grade_policy": policy},
     )
     with ctx.probe("load"):
-        ctx.sub = _load_submission(job["submission"])
+        if syntax is not None:
+            raise syntax
+        if refused:
+            f = refused[0]
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            raise ProbeFailed(f"the course's Python refused line {f['line']}: {f['en']}{more}")
+        ctx.sub = policy.run(code, job["submission"])
     if ctx.sub is not None:
         scenario.run(ctx)
 

@@ -61,11 +61,19 @@ impl Summary {
                 .map(|v| v.points)
                 .sum()
         };
+        // a failed gate (the course's Python, the grader's instruments) makes the lesson 0
+        let gate_failed = verdicts
+            .iter()
+            .any(|v| v.gate && v.status == Status::Fail);
         Summary {
             passed: count(Status::Pass),
             failed: count(Status::Fail),
             skipped: count(Status::Skip),
-            points: points(|s| s == Status::Pass),
+            points: if gate_failed {
+                0
+            } else {
+                points(|s| s == Status::Pass)
+            },
             max_points: points(|s| s != Status::Skip),
         }
     }

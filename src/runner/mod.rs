@@ -26,6 +26,8 @@ pub const DRIVER_PY: &str = include_str!("../driver/driver.py");
 pub const LIB_PY: &str = include_str!("../driver/lib.py");
 /// The static audit of the submission's source, run by the driver before the import.
 pub const AUDIT_PY: &str = include_str!("../driver/audit.py");
+/// The course's Python (deny by default): the submission is compiled and run under it.
+pub const POLICY_PY: &str = include_str!("../driver/policy.py");
 /// The driver's exit status when its own imports (torch, safetensors) fail: the grader cannot grade.
 const DRIVER_ENV_BROKEN: i32 = 4;
 
@@ -246,6 +248,7 @@ impl PythonExecutor {
         std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
         std::fs::write(tmp.join("lib.py"), LIB_PY).context("writing the driver's lib.py")?;
         std::fs::write(tmp.join("audit.py"), AUDIT_PY).context("writing the driver's audit.py")?;
+        std::fs::write(tmp.join("policy.py"), POLICY_PY).context("writing the driver's policy.py")?;
         let inputs = tmp.join("inputs.safetensors");
         req.workload.write(&inputs)?;
         let ex = req.exercise;
@@ -257,6 +260,8 @@ impl PythonExecutor {
             "lib": tmp.join("lib.py"),
             "audit": tmp.join("audit.py"),
             "audit_allow": ex.audit_allow,
+            "policy": ex.policy,
+            "policy_py": tmp.join("policy.py"),
             "inputs": inputs,
             "out_dir": out_dir,
             "results_fd": process::RESULTS_FD,

@@ -1,7 +1,8 @@
 //! `tests/fixtures/ID/expected.yaml`: which criteria each fixture must fail — exactly those.
 //! Keys are fixture file stems, plus `solution` (must be `[]`) and `starter`. A value is a list
 //! of criterion ids (`no_sync: [compare_sync]`), or `{fail: [...], cpu: [...], cuda: [...]}` when
-//! some criteria fail on one device only. Validated against the rubric and the folder: an unknown
+//! some criteria fail on one device only, or `refused` when the course's Python refuses it (then it
+//! is not run at all and fails every criterion that applies: `src/driver/policy.py`). Validated against the rubric and the folder: an unknown
 //! criterion, an entry without its `.py` file or a `.py` file without an entry is an error at
 //! `file:line:column`. A fixture that must fail something is not held to the rubric's timing
 //! bands (`band: true`) its entry leaves out (`selftest::Graded::either`).
@@ -28,6 +29,9 @@ pub struct Fails {
     pub cpu: Vec<String>,
     #[serde(default)]
     pub cuda: Vec<String>,
+    /// `refused`: the course's Python refuses it before it runs; every criterion fails.
+    #[serde(skip)]
+    pub refused: bool,
 }
 
 /// An entry of expected.yaml: a list, or the by-device map (its own errors kept).
@@ -39,7 +43,19 @@ impl<'de> Deserialize<'de> for Entry {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = Entry;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of criterion ids, or {fail: [...], cpu: [...], cuda: [...]}")
+                f.write_str(
+                    "a list of criterion ids, {fail: [...], cpu: [...], cuda: [...]}, or `refused`",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Entry, E> {
+                if v == "refused" {
+                    Ok(Entry(Fails {
+                        refused: true,
+                        ..Fails::default()
+                    }))
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Str(v), &self))
+                }
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Entry, A::Error> {
                 let fail = Vec::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
@@ -125,7 +141,17 @@ impl Expected {
             ..Expected::default()
         };
         for (key, entry) in entries {
-            let fails = entry.0;
+            let mut fails = entry.0;
+            if fails.refused {
+                // refused before it runs: every criterion fails where it applies
+                for c in &rubric.criteria {
+                    match c.only_on {
+                        None => fails.fail.push(c.id.clone()),
+                        Some(OnlyOn::Cpu) => fails.cpu.push(c.id.clone()),
+                        Some(OnlyOn::Cuda) => fails.cuda.push(c.id.clone()),
+                    }
+                }
+            }
             let at_key = |needle: &str, msg: String| locate(&path, &text, &key, needle, msg);
             let mut seen = BTreeSet::new();
             for c in fails.all() {

@@ -70,6 +70,10 @@ pub struct Exercise {
     /// audit's per-lesson allowance, e.g. `torch._dynamo.config` for lesson 05's recompile limits).
     #[serde(default)]
     pub audit_allow: Vec<String>,
+    /// What this lesson's contract needs of Python beyond the course's policy (`course.yaml`
+    /// `policy:`); after `pipeline::Spec::load`, the course's policy with these additions.
+    #[serde(default)]
+    pub policy: crate::spec::Policy,
     /// The lesson's pictures in a report page (`--html`, `grade report`), drawn from the recorded
     /// evidence: one picture kind each (`src/pictures/`). Grading ignores it.
     #[serde(

@@ -1,9 +1,11 @@
 //! Exercise and rubric files: read at run time with serde_yaml into typed, validated structs.
 //! Every error names `file:line:column`, what was found and what is allowed.
 pub mod exercise;
+pub mod policy;
 pub mod rubric;
 
 pub use exercise::{Exercise, ModelConfig};
+pub use policy::Policy;
 pub use rubric::{Check, Criterion, Operand, Rubric};
 
 use crate::error::GradeError;

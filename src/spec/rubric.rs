@@ -39,6 +39,11 @@ pub struct Criterion {
     /// it to a fixture only where expected.yaml lists it (see `selftest::expected`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub band: bool,
+    /// `gate: true`: the lesson's gate (the course's Python was kept and the grader's instruments
+    /// are intact). It earns no points by itself (a starter that does nothing scores 0), and when
+    /// it fails the whole lesson scores 0, as a submission that does not compile.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gate: bool,
     /// `check: {close: {...}}`: the check kind is the single key.
     #[serde(with = "serde_yaml::with::singleton_map_recursive")]
     pub check: Check,
