@@ -44,6 +44,9 @@ pub enum Command {
     Check(CheckArgs),
     /// List the exercises, with your last verdict and score for each (from .grade/state.json).
     List(ListArgs),
+    /// What your code may use: the course's Python (course.yaml `policy:`), with what a lesson's
+    /// contract adds when ID is given: modules and what of each, bases, what may be set.
+    Policy(PolicyArgs),
     /// Regrade your working copy (or --submission FILE) each time you save it; q quits.
     #[command(after_help = WATCH_AFTER_HELP)]
     Watch(WatchArgs),
@@ -144,6 +147,20 @@ pub struct ListArgs {
     pub reset: bool,
     #[arg(long, value_enum, default_value_t = Lang::Zh)]
     pub lang: Lang,
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyArgs {
+    /// Exercise id (its additions included); the course's own policy without one
+    pub id: Option<String>,
+    #[arg(long, value_enum, default_value_t = PolicyFormat::Yaml)]
+    pub format: PolicyFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PolicyFormat {
+    Yaml,
+    Json,
 }
 
 #[derive(Args, Debug)]

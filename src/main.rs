@@ -38,6 +38,7 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
     let course = Course::locate(cli.root)?;
     match cli.command {
         Command::List(args) => grade::state::list(&course, args.reset, args.lang),
+        Command::Policy(args) => print_policy(&course, &args),
         Command::Watch(args) => {
             let python = course.python(cli.python);
             grade::watch::run(&course, &args, &PythonExecutor::new(python)?)
@@ -61,6 +62,24 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
         Command::Export(cmd) => grade::export::run(&course, &cmd),
         Command::Report(_) => unreachable!("dispatched above"),
     }
+}
+
+/// `grade policy [ID]`: the course's Python as the driver gets it (YAML or JSON).
+fn print_policy(course: &Course, args: &grade::cli::PolicyArgs) -> Result<i32, GradeError> {
+    let policy = match &args.id {
+        Some(id) => pipeline::Spec::load(course, id)?.exercise.policy,
+        None => course.file()?.policy,
+    };
+    let text = match args.format {
+        grade::cli::PolicyFormat::Json => {
+            serde_json::to_string_pretty(&policy).map_err(anyhow::Error::from)?
+        }
+        grade::cli::PolicyFormat::Yaml => {
+            serde_yaml::to_string(&policy).map_err(anyhow::Error::from)?
+        }
+    };
+    println!("{}", text.trim_end());
+    Ok(0)
 }
 
 /// The executor of the commands that grade many runs (`grade check`, `grade batch`): a warm

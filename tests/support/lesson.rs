@@ -291,6 +291,19 @@ impl Checked {
             }
         }
         assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+        // the gate (issue 37): the starter earns nothing, and neither does a submission the course's
+        // Python refused or whose instruments were tampered with, whatever else it passed
+        for (name, s) in &subs {
+            let gated = s["failed"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|c| c == "instruments_intact"));
+            if *name == "starter" || gated {
+                assert_eq!(
+                    s["report"]["summary"]["points"], 0,
+                    "{name} must score 0 (starter, or the gate failed)"
+                );
+            }
+        }
         let expected = Lesson(self.id).expected();
         assert_eq!(
             subs.keys().collect::<Vec<_>>(),
