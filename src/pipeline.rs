@@ -151,6 +151,12 @@ pub fn grade(
         notes: Vec::new(),
         evidence: crate::evidence::Observed::of(&evidence.obs).with_params(&exercise.params),
     };
+    if crate::spec::policy::switched_off() {
+        report.notes.push(crate::text!(
+            "本次评分关闭了课程的 Python（GRADE_POLICY=off，只用于沙箱自身的测试）：成绩不作数",
+            "graded with the course's Python switched off (GRADE_POLICY=off, for the sandbox's own tests only): this grade does not count"
+        ));
+    }
     if let Some((nb, _)) = &prepared.notebook {
         annotate(nb, &mut report, &req.submission);
     }

@@ -72,11 +72,15 @@ fn starter_verbose_table_in_english_and_chinese() {
 
 // ------------------------------------------------------------------------------- hostile input
 
+/// A robustness case meets the runner itself: graded with the course's Python off
+/// (`GRADE_POLICY=off`), which would refuse most of them before they ran.
 fn robustness(name: &str, extra: &[&str]) -> Graded {
-    let g = grade(
+    let (code, report) = Lesson("04-checkpoint").grade_file_env(
         &root().join(format!("tests/fixtures/robustness/{name}.py")),
         extra,
+        &[("GRADE_POLICY", "off")],
     );
+    let g = Graded { code, report };
     assert_eq!(
         g.code,
         1,

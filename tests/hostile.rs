@@ -59,6 +59,8 @@ fn grade_file(name: &str, path: &std::path::Path, extra: &[&str]) -> Graded {
         .args(extra)
         .env("GRADE_ROOT", root())
         .env_remove("GRADE_PYTHON")
+        // the sandbox meets each attack itself: the course's Python would refuse most first
+        .env("GRADE_POLICY", "off")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -82,8 +82,8 @@ pub fn evaluate(env: &Env) -> Outcome {
             text!("0 处", "0 uses"),
             bound,
             text!(
-                "源代码中没有检查或修改评分器的写法",
-                "the source uses nothing that inspects or modifies the grader"
+                "只用了课程的 Python，没有检查或修改评分器的写法",
+                "only the course's Python, nothing that inspects or modifies the grader"
             ),
         );
     }
@@ -116,9 +116,12 @@ pub fn evaluate(env: &Env) -> Outcome {
         ),
         bound,
         text!(
-            format!("提交不得检查或修改评分器：{}{more_zh}", zh.join("；")),
             format!(
-                "a submission may not inspect or modify the grader: {}{more_en}",
+                "提交只能用课程的 Python，且不得检查或修改评分器（本课记 0 分）：{}{more_zh}",
+                zh.join("；")
+            ),
+            format!(
+                "a submission uses only the course's Python and may not inspect or modify the grader (the lesson scores 0): {}{more_en}",
                 en.join("; ")
             )
         ),

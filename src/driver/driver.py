@@ -815,7 +815,11 @@ def run_job(job_path, nonce):
     syntax = None
     try:
         with open(job["submission"], encoding="utf-8", errors="replace") as fh:
-            code, refused = policy.compile_source(fh.read(), job["submission"])
+            source = fh.read()
+        if job.get("policy") is None:  # GRADE_POLICY=off (the sandbox's own tests): plain Python
+            code, refused = compile(source, job["submission"], "exec"), []
+        else:
+            code, refused = policy.compile_source(source, job["submission"])
     except (SyntaxError, ValueError) as e:
         code, refused, syntax = None, [], e
     ctx.audit(_audit(job) + refused)
@@ -835,7 +839,7 @@ def run_job(job_path, nonce):
             f = refused[0]
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             raise ProbeFailed(f"the course's Python refused line {f['line']}: {f['en']}{more}")
-        ctx.sub = policy.run(code, job["submission"])
+        ctx.sub = policy.run(code, job["submission"], plain=job.get("policy") is None)
     if ctx.sub is not None:
         scenario.run(ctx)
 

@@ -37,6 +37,7 @@ WARM_MODULES = (
     "torch._dynamo",
     "torch.profiler",
     "torch.testing",
+    "RestrictedPython.transformer",  # the course's Python (policy.py): compiled per run, imported once
 )
 
 # -- Landlock (linux/landlock.h), for the child's own layer -----------------------------------

@@ -260,7 +260,7 @@ impl PythonExecutor {
             "lib": tmp.join("lib.py"),
             "audit": tmp.join("audit.py"),
             "audit_allow": ex.audit_allow,
-            "policy": ex.policy,
+            "policy": (!crate::spec::policy::switched_off()).then_some(&ex.policy),
             "policy_py": tmp.join("policy.py"),
             "inputs": inputs,
             "out_dir": out_dir,

@@ -30,6 +30,14 @@ pub struct Policy {
     pub hints: BTreeMap<String, Text>,
 }
 
+/// `GRADE_POLICY=off` in the grader's environment: submissions run without the course's Python
+/// (plain import; the static audit and the sandbox still hold). Only for the sandbox's own tests
+/// (`tests/hostile.rs`, the robustness cases of `tests/e2e.rs`), which must meet attacks the
+/// policy would refuse first; every report graded so says so.
+pub fn switched_off() -> bool {
+    std::env::var("GRADE_POLICY").is_ok_and(|v| v == "off")
+}
+
 impl Policy {
     /// The course's policy with a lesson's additions: a module's names are the union of both
     /// lists; bases, writable entries and hints are added.

@@ -71,7 +71,7 @@ impl Lesson {
     }
 
     /// `tests/fixtures/ID/expected.yaml`: the criteria each submission fails on CPU (an entry is
-    /// a list, or `{fail: [...], cpu: [...], cuda: [...]}`), sorted.
+    /// a list, `{fail: [...], cpu: [...], cuda: [...]}`, or `refused`: all of them), sorted.
     pub fn expected(&self) -> BTreeMap<String, Vec<String>> {
         let path = root().join(format!("tests/fixtures/{}/expected.yaml", self.0));
         let raw: BTreeMap<String, serde_yaml::Value> =
@@ -81,9 +81,21 @@ impl Lesson {
                 .map(|s| s.iter().map(|x| x.as_str().unwrap().to_string()).collect())
                 .unwrap_or_default()
         };
+        let ex = self.exercise();
+        // `refused`: the course's Python refuses it before it runs, so every criterion that
+        // applies on CPU fails
+        let every: Vec<String> = self
+            .rubric(&ex)
+            .criteria
+            .iter()
+            .filter(|c| c.only_on != Some(grade::spec::rubric::OnlyOn::Cuda))
+            .map(|c| c.id.clone())
+            .collect();
         raw.into_iter()
             .map(|(k, v)| {
-                let mut ids = if v.is_sequence() {
+                let mut ids = if v.as_str() == Some("refused") {
+                    every.clone()
+                } else if v.is_sequence() {
                     list(&v)
                 } else {
                     let mut ids = list(&v["fail"]);
@@ -103,12 +115,23 @@ impl Lesson {
 
     /// As `grade_file`, with `extra` arguments (`--seed`, `--timeout`, …).
     pub fn grade_file_with(&self, submission: &Path, extra: &[&str]) -> (i32, Value) {
+        self.grade_file_env(submission, extra, &[])
+    }
+
+    /// As `grade_file_with`, with `env` set for the grader (`GRADE_POLICY=off`).
+    pub fn grade_file_env(
+        &self,
+        submission: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> (i32, Value) {
         let out = Command::new(env!("CARGO_BIN_EXE_grade"))
             .args(["exercise", self.0, "--format", "json", "--submission"])
             .arg(submission)
             .args(extra)
             .env("GRADE_ROOT", root())
             .env_remove("GRADE_PYTHON")
+            .envs(env.iter().copied())
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -301,6 +324,17 @@ impl Checked {
                 assert_eq!(
                     s["report"]["summary"]["points"], 0,
                     "{name} must score 0 (starter, or the gate failed)"
+                );
+            }
+            // a fixture that marks the line the course's Python refuses: the gate names that line
+            let file = root().join(s["path"].as_str().unwrap_or_default());
+            let source = std::fs::read_to_string(&file).unwrap_or_default();
+            if let Some(i) = source.lines().position(|l| l.contains("# REFUSED")) {
+                let reason = why(&s["report"], "instruments_intact");
+                assert!(
+                    reason.contains(&format!("line {}:", i + 1)),
+                    "{name}: the gate must name line {}: {reason}",
+                    i + 1
                 );
             }
         }
