@@ -221,6 +221,10 @@ pub struct ExerciseArgs {
     /// The full table: every criterion's reason, not only the failed ones
     #[arg(long, short)]
     pub verbose: bool,
+    /// Say each step of the grading on stderr as it starts (the lesson, then each probe), also
+    /// when stderr is not a terminal (a notebook's `%grade`, a log)
+    #[arg(long)]
+    pub progress: bool,
     /// Also write the run's raw observations (metrics, traces, probe errors) as JSON to FILE
     #[arg(long, value_name = "FILE")]
     pub dump_observations: Option<PathBuf>,

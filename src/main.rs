@@ -108,6 +108,18 @@ fn grade_exercise(
         (None, false) => course.starter(&args.id),
     };
     let device = args.device.resolve()?;
+    if args.progress || std::io::stderr().is_terminal() {
+        // each probe's start, said as the driver sends it (runner/process.rs)
+        std::env::set_var("GRADE_PROGRESS", "probes");
+    }
+    if args.progress && !std::io::stderr().is_terminal() {
+        eprintln!(
+            "⏳ grading {} ({}) on {} …",
+            args.id,
+            submission.display(),
+            device.name()
+        );
+    }
     progress(&format!(
         "grading {} ({}) on {} …",
         args.id,

@@ -366,7 +366,7 @@ def _run(cmd, env, progress, title):
             except subprocess.TimeoutExpired:
                 pass
             last = next((l.strip() for l in reversed(err) if l.strip()
-                         and not l.startswith("HTML report")), "")
+                         and not l.startswith("HTML report")), "")  # e.g. `⏳ probe compare`
             line = f"⏳ {title} … {int(time.monotonic() - started)} s"
             progress.update(line + (f"\n   {last}" if last else ""))
     except KeyboardInterrupt:
@@ -540,7 +540,7 @@ def check(lesson, notebook=None, seed=None, lang=None, device=None, timeout=None
         fd, page = tempfile.mkstemp(prefix="grade-jupyter-", suffix=".html")
         os.close(fd)
         cmd = [binary, "--root", str(root), "exercise", str(lesson), "--submission", str(nb),
-               "--html", page]
+               "--html", page, "--progress"]  # each probe's start on stderr, shown under the cell
         for flag, value in (("--seed", seed), ("--lang", lang), ("--device", device),
                             ("--timeout", timeout)):
             if value is not None:
@@ -583,7 +583,9 @@ def check(lesson, notebook=None, seed=None, lang=None, device=None, timeout=None
 
 
 def _strip_html_line(err):
-    return "".join(l for l in err.splitlines(True) if not l.startswith("HTML report"))
+    """grade's stderr less its own progress lines (`⏳ …`) and the page's path."""
+    return "".join(l for l in err.splitlines(True)
+                   if not l.startswith("HTML report") and not l.startswith("⏳"))
 
 
 class _Usage(Exception):

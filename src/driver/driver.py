@@ -22,6 +22,7 @@ ENV_BROKEN = 4  # exit status: torch/safetensors/numpy missing (reported as "cou
 _perf_counter = time.perf_counter  # the driver's own clock, captured before any student code
 _T0 = _perf_counter()
 _os_open, _os_read, _os_close, _os_write = os.open, os.read, os.close, os.write
+_json_dumps = json.dumps  # the recorder calls what it bound here, never a module attribute
 _SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting on a run queue, timeslices
 
 
@@ -72,6 +73,9 @@ class _Channel:
     not match, or a tally that is not the ticks sent before it fail the run on the grader's side."""
 
     def __init__(self, fd, nonce):
+        global _safetensors_save
+        from safetensors.torch import save as _safetensors_save  # bound before the submission exists
+
         self.fd = fd
         self.sent = 0
         self._put(b"GRADE-RESULTS 2 %s\n" % nonce.encode())
@@ -94,9 +98,9 @@ class _Channel:
     def _encode(self, rec):
         """One JSON record as the channel frames it (`J <bytes>` and the JSON)."""
         try:
-            doc = json.dumps(rec, allow_nan=False, separators=(",", ":"))
+            doc = _json_dumps(rec, allow_nan=False, separators=(",", ":"))
         except (ValueError, TypeError):
-            doc = json.dumps(_plain(rec), allow_nan=False, separators=(",", ":"))
+            doc = _json_dumps(_plain(rec), allow_nan=False, separators=(",", ":"))
         data = doc.encode()
         return b"J %d\n" % len(data) + data
 
@@ -104,9 +108,7 @@ class _Channel:
         self._send(self._encode(rec))
 
     def tensor(self, name, t):
-        from safetensors.torch import save
-
-        blob = save({name: t})
+        blob = _safetensors_save({name: t})
         self._send(b"T %d\n" % len(blob) + blob)
 
     def close(self, driver_s):
@@ -838,7 +840,7 @@ def run_job(job_path, nonce):
         if refused:
             f = refused[0]
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-            raise ProbeFailed(f"the course's Python refused line {f['line']}: {f['en']}{more}")
+            raise ProbeFailed(f"the course's Python refused submission.py:{f['line']}: {f['en']}{more}")
         ctx.sub = policy.run(code, job["submission"], plain=job.get("policy") is None)
     if ctx.sub is not None:
         scenario.run(ctx)

@@ -181,11 +181,17 @@ pub unsafe fn inherit_as(fd: i32, target: i32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Read the results channel to its end on a thread, keeping at most `RESULTS_MAX` bytes.
+/// Read the results channel to its end on a thread, keeping at most `RESULTS_MAX` bytes. With
+/// `GRADE_PROGRESS=probes` in the grader's environment (`grade exercise --progress`, and on a
+/// terminal), each probe's start is said on stderr as it arrives (`⏳ probe NAME`): the lesson's
+/// long steps, for a student waiting on `%grade` or `grade watch`. Only what the driver sent is
+/// read; nothing here is judged (`channel::parse` does that after the run).
 fn drain_results(mut r: std::fs::File) -> JoinHandle<Results> {
+    let progress = std::env::var("GRADE_PROGRESS").is_ok_and(|v| v == "probes");
     std::thread::spawn(move || {
         let mut res = Results::default();
         let mut buf = vec![0u8; 1 << 16];
+        let mut scanned = 0;
         while let Ok(n) = r.read(&mut buf) {
             if n == 0 {
                 break;
@@ -194,10 +200,46 @@ fn drain_results(mut r: std::fs::File) -> JoinHandle<Results> {
                 res.overflow = true;
             } else {
                 res.bytes.extend_from_slice(&buf[..n]);
+                if progress {
+                    scanned = say_probes(&res.bytes, scanned);
+                }
             }
         }
         res
     })
+}
+
+/// Says each probe start (`J n` + `["probe","NAME",null]`) among the complete frames from
+/// `from`; returns where the first incomplete frame begins.
+fn say_probes(bytes: &[u8], mut from: usize) -> usize {
+    while let Some(nl) = bytes[from..].iter().position(|&b| b == b'\n') {
+        let header = String::from_utf8_lossy(&bytes[from..from + nl]).into_owned();
+        let body = from + nl + 1;
+        let mut parts = header.split(' ');
+        let len = match (parts.next(), parts.next().and_then(|n| n.parse::<usize>().ok())) {
+            (Some("J" | "T"), Some(len)) => len,
+            _ => {
+                from = body; // the channel's first and last lines carry no payload
+                continue;
+            }
+        };
+        if bytes.len() < body + len {
+            break;
+        }
+        if header.starts_with('J') {
+            if let Ok(serde_json::Value::Array(rec)) =
+                serde_json::from_slice::<serde_json::Value>(&bytes[body..body + len])
+            {
+                if rec.len() == 3 && rec[0] == "probe" && rec[2].is_null() {
+                    if let Some(name) = rec[1].as_str() {
+                        eprintln!("⏳ probe {name}");
+                    }
+                }
+            }
+        }
+        from = body + len;
+    }
+    from
 }
 
 fn collect_results(handle: JoinHandle<Results>) -> Results {
