@@ -55,6 +55,18 @@ __rfloordiv__ __ifloordiv__ __mod__ __rmod__ __pow__ __rpow__ __matmul__ __rmatm
 __pos__ __abs__ __float__ __int__ __index__ __round__ __copy__ __deepcopy__ __slots__ __doc__
 __module__ __qualname__ __annotations__ __match_args__ __all__
 """.split())
+# The protocol dunders that only do what the syntax does (`with x:`, `for`, `len(x)`, `x[k]`,
+# `x(...)`, comparisons, arithmetic, `repr`): readable on any object, so a careful
+# `hooks.__enter__()` on a torch context manager is no refusal. Not among them: what rewrites an
+# object (`__init__`, `__setattr__`, `__setitem__`), what reaches its insides (`__dict__`,
+# `__reduce__`, `__getstate__`, `__copy__`) or its class's machinery.
+PROTOCOL_DUNDERS = frozenset("""
+__enter__ __exit__ __iter__ __next__ __reversed__ __len__ __getitem__ __contains__ __call__
+__bool__ __float__ __int__ __index__ __round__ __repr__ __str__ __format__ __hash__ __eq__ __ne__
+__lt__ __le__ __gt__ __ge__ __add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__
+__rtruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __matmul__ __rmatmul__
+__neg__ __pos__ __abs__
+""".split())
 # Module-level dunder names a submission may read or bind.
 MODULE_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__all__", "__annotations__"})
 # Builtins a submission may call by name. What is not here does not exist for it; those of
@@ -262,7 +274,7 @@ def _getattr_(obj, name, default=_MISSING):
         if name in READABLE_DUNDERS:
             pass
         elif name[:2] == "__" and name[-2:] == "__":
-            if not (name in CLASS_DUNDERS and _own(obj)):
+            if not (name in PROTOCOL_DUNDERS or (name in CLASS_DUNDERS and _own(obj))):
                 _private(f"{_describe(obj)}.{name}")
         elif not (_own(obj) or _namedtuple_api(obj, name)):
             _private(f"{_describe(obj)}.{name}")
