@@ -43,6 +43,18 @@ impl Spec {
         // the course's Python with what this lesson's contract adds (course.yaml + exercise.yaml)
         let course_file = course.root.join("course.yaml");
         let policy = course.file()?.policy.with(&exercise.policy);
+        if policy.modules.is_empty() {
+            // deny by default: with no policy a submission could import nothing at all
+            return Err(GradeError::Spec {
+                path: course_file,
+                line: 0,
+                column: 0,
+                message: "no `policy:` (the course's Python: the modules a submission may import \
+                          and what of each it may use); add one, as this project's course.yaml does \
+                          (docs/course-authors.md)"
+                    .into(),
+            });
+        }
         if let Some((needle, message)) = policy.problem() {
             let text = std::fs::read_to_string(&course_file).unwrap_or_default();
             return Err(crate::spec::spec_error(

@@ -14,7 +14,7 @@ fn root() -> PathBuf {
 
 const EX: &str = "04-checkpoint";
 
-/// A throwaway course: the real exercises, solutions, rubrics and lesson fixtures.
+/// A throwaway course: the real course.yaml, exercises, solutions, rubrics and lesson fixtures.
 struct CourseCopy(tempfile::TempDir);
 
 impl CourseCopy {
@@ -28,6 +28,8 @@ impl CourseCopy {
         ] {
             support::copy_dir(&root().join(rel), &dir.path().join(rel));
         }
+        // the course's Python (its policy) lives in course.yaml
+        std::fs::copy(root().join("course.yaml"), dir.path().join("course.yaml")).unwrap();
         CourseCopy(dir)
     }
     fn path(&self, rel: &str) -> PathBuf {
