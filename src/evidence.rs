@@ -1,7 +1,10 @@
 //! The compact part of a run's observations a report keeps (`evidence` in `--format json` and in
 //! `grade batch` records), so that pictures (`grade exercise --html`, `grade report`) are drawn
 //! from what was recorded, not from new runs: small metrics (numbers, answers, short lists) and
-//! the short row traces (ranked operators of lesson 02, memory ledgers and sweeps of lesson 03).
+//! the short row traces (ranked operators of lesson 02, memory ledgers and sweeps of lesson 03),
+//! and the grader's own clock over each timed window of a trace whose steps it stamped (lesson
+//! 04's `compare.runN`: what `step_time` judged a reported time by, for the picture beside it).
+use crate::measurement::Measurement;
 use crate::observations::Observations;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,6 +24,12 @@ pub struct Observed {
     /// trace name → its events' fields (the event kind left out).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rows: BTreeMap<String, Vec<BTreeMap<String, Value>>>,
+    /// `TRACE.VARIANT` → the grader's own seconds per step in each timed window of that variant
+    /// (`Measurement::grader_seconds`: its wall clock, perf_counter, stamped where each step began
+    /// and where its backward ended), for traces whose steps carry those stamps. A picture reads
+    /// them as `windows:TRACE.VARIANT`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub windows: BTreeMap<String, Vec<f64>>,
     /// The exercise's scalar `params:` the run was made with (steps per run, …), for per-step
     /// pictures.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -45,9 +54,26 @@ impl Observed {
             })
             .map(|(k, t)| (k.clone(), t.iter().map(|e| e.fields.clone()).collect()))
             .collect();
+        let mut windows = BTreeMap::new();
+        for (name, events) in &obs.traces {
+            let stamped = events
+                .iter()
+                .any(|e| e.e == "step" && e.fields.contains_key("t"));
+            if !stamped || !events.iter().any(|e| e.e == "timer") {
+                continue;
+            }
+            let m = Measurement::read(events, 1);
+            for v in m.variants() {
+                let secs = m.grader_seconds(events, &v);
+                if !secs.is_empty() {
+                    windows.insert(format!("{name}.{v}"), secs);
+                }
+            }
+        }
         Observed {
             metrics,
             rows,
+            windows,
             params: BTreeMap::new(),
         }
     }
@@ -76,7 +102,10 @@ impl Observed {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.metrics.is_empty() && self.rows.is_empty() && self.params.is_empty()
+        self.metrics.is_empty()
+            && self.rows.is_empty()
+            && self.windows.is_empty()
+            && self.params.is_empty()
     }
 
     /// A number metric.
@@ -84,8 +113,12 @@ impl Observed {
         self.metrics.get(key).and_then(Value::as_f64)
     }
 
-    /// A list-of-numbers metric (a lone number reads as a list of one).
+    /// A list-of-numbers metric (a lone number reads as a list of one); `windows:TRACE.VARIANT`
+    /// the grader's seconds per step in that variant's timed windows (`windows`).
     pub fn list(&self, key: &str) -> Option<Vec<f64>> {
+        if let Some(k) = key.strip_prefix("windows:") {
+            return self.windows.get(k).cloned();
+        }
         match self.metrics.get(key)? {
             Value::Array(a) => a.iter().map(Value::as_f64).collect(),
             v => v.as_f64().map(|x| vec![x]),

@@ -21,11 +21,15 @@
 //! Reads elsewhere (a log line, a chained timestamp) open or close nothing by themselves.
 //!
 //! Which windows the method rules (sync, warm-up, repeats) hold: a **source** of a returned number
-//! is a pair of reads of one clock around a window, each in the work-free gap at the window's
-//! edge (the window's own reads, or a log read beside them), whose seconds give that number. When
-//! every number a call returned has a source, in order, only those sources are held to the rules;
-//! a log stamp elsewhere is not (issue 18). A rubric may also name the clock the contract defines
-//! (lesson 02: the profiler's own recording stretches, `profiler#N`).
+//! is any pair of reads of one clock that encloses exactly `per` consecutive whole steps of one
+//! variant (a *group*: no stray forward among them), the opening read in the step-free gap before
+//! the group's first step, the closing one in the gap after its last, whose seconds give that
+//! number within the clock's resolution at the values read. Reads between the two (a log stamp
+//! after every step) break nothing; a read beside the pair (a log line) is no source unless its
+//! seconds give the number. When every number a call returned has a source, in order, only those
+//! sources are held to the rules: a read no returned number comes from is no window (issues 18,
+//! 39). A rubric may also name the clock the contract defines (lesson 02: the profiler's own
+//! recording stretches, `profiler#N`).
 use crate::observations::Event;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -95,8 +99,9 @@ pub struct Measurement {
     pub elapsed: BTreeMap<(i64, i64), f64>,
 }
 
-/// Where one returned number comes from: two reads of one clock around the window
-/// `intervals[interval]`, each in the work-free gap at its edge, and the seconds between them.
+/// Where one returned number comes from: two reads of one clock that enclose the whole steps
+/// `steps` (a group, `Measurement::groups`), the opening read in the step-free gap before the
+/// first, the closing one in the gap after the last, and the seconds between them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Source {
     pub open: usize,
@@ -104,10 +109,22 @@ pub struct Source {
     pub clock: String,
     pub duration: Option<f64>,
     /// How far `duration` may be off from the seconds the submission computed from the same two
-    /// values: a few units in the last place of the values read (a clock read as seconds since
-    /// 1970 carries ~0.2 µs per unit there; the JSON round trip may cost one).
+    /// values: the clock's resolution at the values read, a few units in their last place
+    /// (`time.time()` near 1.7e9 s resolves ~0.24 µs; the JSON round trip may cost one).
     pub slack: f64,
-    pub interval: usize,
+    /// Indices into `Measurement::steps` of the whole steps enclosed.
+    pub steps: Vec<usize>,
+}
+
+/// The clock's resolution at a value it returned: one unit in the last place of `v` (as Python's
+/// `math.ulp`).
+pub fn ulp(v: f64) -> f64 {
+    let v = v.abs();
+    if !v.is_finite() {
+        return 0.0;
+    }
+    let next = f64::from_bits(v.to_bits() + 1);
+    next - v
 }
 
 impl Source {
@@ -334,6 +351,27 @@ impl Measurement {
             .collect()
     }
 
+    /// The grader's own seconds per step in each timed window of `variant` (`timed_of`), from the
+    /// `t` stamps of the grader's clock on its steps (`step` where a step began, `step_done` where
+    /// its backward ended; `lib.StepObserver`, wall time): what `step_time` holds a reported time
+    /// per step to, and what a picture sets beside it. `events` are the ones this was read from.
+    pub fn grader_seconds(&self, events: &[Event], variant: &str) -> Vec<f64> {
+        let stamp = |pos: usize| events.get(pos)?.fields.get("t").and_then(Value::as_f64);
+        self.timed_of(variant)
+            .iter()
+            .filter_map(|iv| {
+                iv.steps
+                    .iter()
+                    .map(|&k| {
+                        let s = &self.steps[k];
+                        Some(stamp(s.end?)? - stamp(s.start)?)
+                    })
+                    .sum::<Option<f64>>()
+                    .map(|d| d / iv.steps.len().max(1) as f64)
+            })
+            .collect()
+    }
+
     /// Whole steps of `variant` run before its first timed one and outside every timed interval.
     pub fn warmup_of(&self, variant: &str) -> usize {
         let timed = self.timed_of(variant);
@@ -359,112 +397,187 @@ impl Measurement {
         w
     }
 
-    /// Every source of window `intervals[k]`: a read of its clock in the work-free gap before its
-    /// first step (its own opening read included) paired with one in the gap after its last step
-    /// (its own closing read included). A log read right beside a window's own read times the
-    /// same work, so a number taken from either is this window's.
-    pub fn sources_of(&self, k: usize) -> Vec<Source> {
-        let iv = &self.intervals[k];
-        let work = self.work();
-        let before = work.iter().copied().filter(|&p| p < iv.open).max();
-        let after = work.iter().copied().find(|&p| p > iv.close);
-        let of_clock = |r: &&Read| r.clock == iv.clock;
-        let opens: Vec<&Read> = self
-            .reads
-            .iter()
-            .filter(of_clock)
-            .filter(|r| r.pos <= iv.open && before.is_none_or(|b| r.pos > b))
-            .collect();
-        let closes: Vec<&Read> = self
-            .reads
-            .iter()
-            .filter(of_clock)
-            .filter(|r| r.pos >= iv.close && after.is_none_or(|a| r.pos < a))
-            .collect();
+    /// Every group of `per` consecutive whole steps of `variant` with no other step (a stray
+    /// forward, a step of another variant) among them: what one timed window encloses. In order
+    /// of their first step; groups overlap (every start is one).
+    pub fn groups(&self, variant: &str) -> Vec<Vec<usize>> {
+        let per = self.per;
+        let n = self.steps.len();
         let mut out = Vec::new();
-        for a in &opens {
-            for b in &closes {
-                let ulp = |r: &Read| r.secs.map_or(0.0, |v| v.abs() * f64::EPSILON);
+        if n < per {
+            return out;
+        }
+        for k in 0..=n - per {
+            let g: Vec<usize> = (k..k + per).collect();
+            let ok = g
+                .iter()
+                .all(|&i| self.steps[i].whole() && self.steps[i].variant == variant);
+            if !ok {
+                continue;
+            }
+            // steps are in order of their start: none outside the group may touch its span
+            let (a, b) = (self.steps[k].start, self.steps[k + per - 1].last());
+            let clean = self.steps.iter().enumerate().all(|(i, s)| {
+                g.contains(&i) || !((a < s.start && s.start < b) || (a < s.last() && s.last() < b))
+            });
+            if clean {
+                out.push(g);
+            }
+        }
+        out
+    }
+
+    /// Positions of every step's `step` and `step_done` events, in order.
+    fn step_marks(&self) -> Vec<usize> {
+        let mut w: Vec<usize> = self
+            .steps
+            .iter()
+            .flat_map(|s| [Some(s.start), s.end])
+            .flatten()
+            .collect();
+        w.sort_unstable();
+        w
+    }
+
+    /// Every source of the group `steps`: a read of a clock in the step-free gap before its first
+    /// step paired with a read of the same clock in the gap after its last. Reads between the
+    /// two (inside the group) do not matter; which pair a returned number comes from, its seconds
+    /// say.
+    pub fn sources_of(&self, steps: &[usize]) -> Vec<Source> {
+        self.sources_in(steps, &self.step_marks())
+    }
+
+    fn sources_in(&self, steps: &[usize], marks: &[usize]) -> Vec<Source> {
+        let (Some(&first), Some(&last)) = (steps.first(), steps.last()) else {
+            return Vec::new();
+        };
+        let start = self.steps[first].start;
+        let end = self.steps[last].last();
+        let before = marks.iter().copied().filter(|&p| p < start).max();
+        let after = marks.iter().copied().find(|&p| p > end);
+        let opens = self
+            .reads
+            .iter()
+            .filter(|r| r.pos < start && before.is_none_or(|b| r.pos > b));
+        let mut out = Vec::new();
+        for a in opens {
+            let closes = self
+                .reads
+                .iter()
+                .filter(|r| r.clock == a.clock && r.pos > end && after.is_none_or(|x| r.pos < x));
+            for b in closes {
+                let res = |r: &Read| r.secs.map_or(0.0, ulp);
                 out.push(Source {
                     open: a.pos,
                     close: b.pos,
-                    clock: iv.clock.clone(),
+                    clock: a.clock.clone(),
                     duration: seconds(a, b, &self.elapsed),
-                    slack: 4.0 * ulp(a).max(ulp(b)),
-                    interval: k,
+                    slack: 4.0 * res(a).max(res(b)),
+                    steps: steps.to_vec(),
                 });
             }
         }
         out
     }
 
-    /// Match the numbers a call returned to the windows of `variant`, in order: number i comes
-    /// from a source of a window after the one number i-1 came from, all of one clock, where
-    /// `from(number, source)` says a number is taken from a source. The first clock whose
-    /// windows give every number wins.
+    /// Match the numbers a call returned to the timed windows of `variant`, in order: number i
+    /// comes from a source of a group after the one number i-1 came from, all of one clock, where
+    /// `from(number, source)` says a number is taken from a source (when several pairs give it,
+    /// one the device was synced before is taken). The first clock whose windows give every
+    /// number wins (one whose pairs were all synced first).
     pub fn sources(
         &self,
         variant: &str,
         numbers: &[f64],
         from: impl Fn(f64, &Source) -> bool,
     ) -> Matched {
-        let windows: Vec<usize> = (0..self.intervals.len())
-            .filter(|&k| {
-                let iv = &self.intervals[k];
-                iv.steps.len() == self.per
-                    && iv.partial == 0
-                    && self.variant_of(iv) == Some(variant)
-            })
+        let marks = self.step_marks();
+        let groups: Vec<Vec<Source>> = self
+            .groups(variant)
+            .iter()
+            .map(|g| self.sources_in(g, &marks))
+            .filter(|s| !s.is_empty())
             .collect();
         let mut clocks: Vec<&str> = Vec::new();
-        for &k in &windows {
-            let c = self.intervals[k].clock.as_str();
-            if !clocks.contains(&c) {
-                clocks.push(c);
+        for s in groups.iter().flatten() {
+            if !clocks.contains(&s.clock.as_str()) {
+                clocks.push(s.clock.as_str());
             }
         }
         let per = self.per as f64;
         let mut best: Option<(usize, Option<f64>)> = None;
+        let mut full: Option<Vec<Source>> = None;
         for clock in clocks {
-            let ws: Vec<usize> = windows
+            // this clock's sources per group, in order of the groups
+            let ws: Vec<Vec<&Source>> = groups
                 .iter()
-                .copied()
-                .filter(|&k| self.intervals[k].clock == clock)
+                .map(|g| g.iter().filter(|s| s.clock == clock).collect::<Vec<_>>())
+                .filter(|g| !g.is_empty())
                 .collect();
-            let mut got = Vec::new();
+            let mut got: Vec<Source> = Vec::new();
             let mut j = 0;
             for &x in numbers {
-                let found = ws[j..].iter().enumerate().find_map(|(i, &k)| {
-                    self.sources_of(k)
-                        .into_iter()
-                        .find(|s| from(x, s))
-                        .map(|s| (i, s))
+                let after = got.last().and_then(|s| s.steps.last().copied());
+                let found = ws.iter().enumerate().skip(j).find_map(|(i, g)| {
+                    if after.is_some_and(|a| g[0].steps[0] <= a) {
+                        return None;
+                    }
+                    let giving: Vec<&&Source> = g.iter().filter(|s| from(x, s)).collect();
+                    let synced = giving.iter().find(|s| {
+                        let (o, c) = self.synced_reads(&s.clock, s.open, s.close);
+                        o && c
+                    });
+                    synced.or(giving.first()).map(|s| (i, (**s).clone()))
                 });
                 match found {
                     Some((i, s)) => {
-                        j += i + 1;
+                        j = i + 1;
                         got.push(s);
                     }
                     None => break,
                 }
             }
             if got.len() == numbers.len() && !numbers.is_empty() {
-                return Matched {
-                    sources: Some(got),
-                    first_unmatched: None,
-                };
+                // two clocks may give the same numbers (on a virtual clock a log stamp's pair can
+                // equal the window's): the one whose pairs were all synced before reading wins
+                let synced = got.iter().all(|s| {
+                    let (o, c) = self.synced_reads(&s.clock, s.open, s.close);
+                    o && c
+                });
+                if synced {
+                    return Matched {
+                        sources: Some(got),
+                        first_unmatched: None,
+                    };
+                }
+                full.get_or_insert(got);
+                continue;
             }
+            // the next window: the innermost pair of the next group that does not overlap
+            let after = got.last().and_then(|s| s.steps.last().copied());
             let next = ws
-                .get(j)
-                .and_then(|&k| self.intervals[k].duration)
+                .iter()
+                .skip(j)
+                .find(|g| after.is_none_or(|a| g[0].steps[0] > a))
+                .and_then(|g| {
+                    g.iter()
+                        .max_by_key(|s| (s.open, std::cmp::Reverse(s.close)))
+                })
+                .and_then(|s| s.duration)
                 .map(|d| d / per);
             if best.is_none_or(|(n, _)| got.len() > n) {
                 best = Some((got.len(), next));
             }
         }
-        Matched {
-            sources: None,
-            first_unmatched: Some(best.unwrap_or((0, None))),
+        match full {
+            Some(got) => Matched {
+                sources: Some(got),
+                first_unmatched: None,
+            },
+            None => Matched {
+                sources: None,
+                first_unmatched: Some(best.unwrap_or((0, None))),
+            },
         }
     }
 
@@ -480,7 +593,7 @@ impl Measurement {
     pub fn warmup_before(&self, variant: &str, sources: &[Source]) -> usize {
         let inside: Vec<usize> = sources
             .iter()
-            .flat_map(|s| self.intervals[s.interval].steps.iter().copied())
+            .flat_map(|s| s.steps.iter().copied())
             .collect();
         let Some(&first) = inside.iter().min() else {
             return 0;

@@ -191,6 +191,68 @@ fn every_lesson_draws_its_pictures_from_recorded_observations() {
     assert_eq!(cell(&cs[1].rows, "base (8×64)", 4), "1");
 }
 
+/// Issue 39: lesson 04's step-time picture sets the student's number beside the grader's own
+/// measurement of the same timed windows on the clock `compare_time_agrees` judges it by (the
+/// grader's wall clock, perf_counter, stamped where each step began and where its backward ended),
+/// and says which clock; not the grader's separate timing probe on its cost clock.
+#[test]
+fn lesson_04_step_time_is_the_grader_clock_in_your_windows() {
+    let text =
+        std::fs::read_to_string(root().join("tests/recorded/04-checkpoint.solution.json")).unwrap();
+    let obs: Observations = serde_json::from_str(&text).unwrap();
+    // the grader's seconds of each window's one step, from the trace itself: consecutive reads of
+    // one clock with exactly one whole step between them
+    let trace = &obs.traces["compare.run1"];
+    let mut per_variant: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut open = false;
+    let mut inside: Vec<(f64, Option<f64>, String)> = Vec::new(); // (begun, done, variant)
+    for e in trace {
+        let t = e.fields.get("t").and_then(Value::as_f64);
+        match e.e.as_str() {
+            "timer" => {
+                if open && inside.len() == 1 {
+                    if let (b, Some(d), v) = &inside[0] {
+                        per_variant.entry(v.clone()).or_default().push(d - b);
+                    }
+                }
+                open = true;
+                inside.clear();
+            }
+            "step" => inside.push((t.unwrap(), None, String::new())),
+            "step_done" => {
+                if let Some(last) = inside.last_mut() {
+                    last.1 = t;
+                }
+            }
+            "fwd_end" => {
+                if let (Some(last), Some(v)) = (inside.last_mut(), e.field_str("variant")) {
+                    last.2 = v.to_string();
+                }
+            }
+            _ => {}
+        }
+    }
+    let median = |v: &[f64]| pictures::median(v).unwrap();
+    let ev = Observed::of(&obs);
+    let cs = lesson_charts("04-checkpoint", &ev, Lang::En);
+    let chart = &cs[1];
+    for v in ["off", "on"] {
+        let grader = median(&per_variant[v]);
+        assert_eq!(
+            cell(&chart.rows, v, 1),
+            charts::fmt(grader * 1e3),
+            "{v}: the grader's clock over the same windows ({:?})",
+            per_variant[v]
+        );
+        let yours = ev.metrics[&format!("compare.run1.{v}.step_s")]
+            .as_f64()
+            .unwrap();
+        assert_eq!(cell(&chart.rows, v, 2), charts::fmt(yours * 1e3));
+    }
+    let said = format!("{} {:?}", chart.title, chart.head);
+    assert!(said.contains("perf_counter"), "which clock: {said}");
+}
+
 fn verdict(id: &str, status: &str, points: u32) -> Value {
     json!({
         "id": id,

@@ -270,6 +270,51 @@ fn call_windows_ties_every_number_to_its_window() {
     );
 }
 
+/// Issue 39: chained `time.time()` stamps differenced with np.diff. Near 1.7e9 s a value resolves
+/// ~0.24 µs (one unit in its last place), and the recorded value may come back a unit off through
+/// JSON: each number equals its call's window to the clock's resolution at the values read, not
+/// to a tolerance relative to the (small) duration. A number off by more than that still fails.
+#[test]
+fn call_windows_allow_for_the_clock_resolution_at_the_values_read() {
+    let base = 1.7e9_f64;
+    let ulp = |v: f64| f64::from_bits(v.to_bits() + 1) - v;
+    let mut stamps = vec![base];
+    for d in [2.5, 0.0021, 0.0019, 0.0023] {
+        let last = *stamps.last().unwrap();
+        stamps.push(last + d);
+    }
+    let mut ev = Vec::new();
+    ev.push(Event::new("sync"));
+    ev.push(
+        Event::new("timer")
+            .with("clock", "time")
+            .with("v", stamps[0]),
+    );
+    for k in 0..4 {
+        ev.push(Event::new("step").with("id", k as i64));
+        ev.push(Event::new("step_done").with("id", k as i64));
+        ev.push(Event::new("sync"));
+        ev.push(
+            Event::new("timer")
+                .with("clock", "time")
+                .with("v", stamps[k + 1]),
+        );
+    }
+    let diffs: Vec<f64> = stamps.windows(2).map(|w| w[1] - w[0]).collect();
+    // the student's values a unit off the recorded ones (each stamp's last bit)
+    let off: Vec<f64> = stamps
+        .windows(2)
+        .map(|w| (w[1] + ulp(w[1])) - w[0])
+        .collect();
+    for numbers in [&diffs, &off] {
+        let o = judge_call_windows(ev.clone(), numbers[0], &numbers[1..], 3);
+        assert!(o.pass, "{}", o.why.en);
+    }
+    let shaved: Vec<f64> = diffs.iter().map(|d| d - 1e-5).collect();
+    let o = judge_call_windows(ev, shaved[0], &shaved[1..], 3);
+    assert!(!o.pass, "10 µs off is not the clock's resolution");
+}
+
 #[test]
 fn call_windows_refuses_a_block_averaged_steady_list() {
     // first call timed alone, then the 4 later calls in one window, divided

@@ -483,6 +483,98 @@ fn interleaved_variants_and_ns_clocks_are_read_exactly() {
     }
 }
 
+/// Issue 39: a window is any two reads of one clock that enclose the steps, identified by the
+/// number the submission reports: `sync(); t0 = clock(); (step(); log(clock())) × 3; sync();
+/// t1 = clock()` reporting `(t1 - t0) / 3` has reads inside every window, and is right.
+#[test]
+fn reads_inside_a_window_break_nothing() {
+    let mut t = T::default();
+    t.step("x", 0.5).step("x", 0.5);
+    let mut samples = Vec::new();
+    for k in 0..4 {
+        t.sync().read();
+        let t0 = t.now;
+        for i in 0..3 {
+            t.step("x", 0.01 * (1 + k + i) as f64).read(); // a progress stamp, no sync
+        }
+        t.sync().read();
+        samples.push((t.now - t0) / 3.0);
+    }
+    let mut ev = trace_evidence(&[("r", &t)], &[]);
+    ev.obs.metrics.insert("r.samples".into(), json!(samples));
+    for (p, extra) in [
+        ("samples", ""),
+        ("synced", ""),
+        ("warmup", ", min: 2"),
+        ("repeats", ", min: 4"),
+    ] {
+        let out = run(
+            &format!("{{trace: {{stream: r, expect: {p}, per: 3, samples: samples{extra}}}}}"),
+            &ev,
+        );
+        assert!(out.pass, "{p}: {} ({})", out.why.en, out.measured.en);
+    }
+    // a number no pair of reads gives is still caught
+    ev.obs.metrics.insert(
+        "r.samples".into(),
+        json!([samples[0] / 2.0, samples[1], samples[2], samples[3]]),
+    );
+    let out = run(
+        "{trace: {stream: r, expect: samples, per: 3, samples: samples}}",
+        &ev,
+    );
+    assert!(!out.pass);
+}
+
+/// Issue 39: `samples:` may name several metrics read in order as one list (lesson 05's `first_s`
+/// then `steady_s`): only the windows those numbers come from are held to the sync rule, so a log
+/// line's stamps of another clock (the first one after work the grader queued, unsynced) are no
+/// window; without `samples:` every window of every clock is held.
+#[test]
+fn a_read_no_returned_number_comes_from_is_no_window() {
+    let mut t = T::default();
+    t.events.push(Event::new("work")); // the input still being copied
+    let log = |t: &mut T| {
+        t.events.push(
+            Event::new("timer")
+                .with("clock", "time")
+                .with("v", 1.7e9 + t.now),
+        );
+    };
+    let mut took = Vec::new();
+    for k in 0..4 {
+        log(&mut t);
+        t.sync().read();
+        let t0 = t.now;
+        t.step("", if k == 0 { 2.0 } else { 0.01 }).sync().read();
+        took.push(t.now - t0);
+    }
+    log(&mut t);
+    let mut ev = trace_evidence(&[("sim", &t)], &[]);
+    ev.obs
+        .metrics
+        .insert("sim.first_s".into(), json!([took[0]]));
+    ev.obs
+        .metrics
+        .insert("sim.steady_s".into(), json!(took[1..]));
+    let held = run(
+        "{trace: {stream: sim, expect: synced, samples: [first_s, steady_s]}}",
+        &ev,
+    );
+    assert!(held.pass, "{}", held.why.en);
+    assert_eq!(held.measured.en, "4/4 timed windows synced");
+    let all = run("{trace: {stream: sim, expect: synced}}", &ev);
+    assert!(
+        !all.pass,
+        "the log stamps' own windows are held without samples:"
+    );
+    let exact = run(
+        "{trace: {stream: sim, expect: samples, samples: [first_s, steady_s]}}",
+        &ev,
+    );
+    assert!(exact.pass, "{}", exact.why.en);
+}
+
 #[test]
 fn a_window_of_two_steps_is_not_a_repeat_of_one() {
     let mut t = T::default();

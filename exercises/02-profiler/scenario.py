@@ -11,8 +11,9 @@ rubrics/02-profiler.yaml. Probes:
              of the grader's train_step is a `step` event saying whether a profiler was recording
              (`active`, torch's own flag); the profiler's switches are `profiler` events between
              them. From the returned profile object the grader records its event count, in its
-             own code the ranking top_ops must reproduce (`profile.runN.topK`), and every op by
-             name with its call count (`profile.runN.calls`)
+             own code the ranking top_ops must reproduce (`profile.runN.topK`), and every operator
+             by name with its call count (`profile.runN.calls`; a with_stack profile's
+             Python-function rows, named by frame and address, left out)
   top_ops    the submission's top_ops(prof, k) for each k and each run (`top_ops.runN.topK`)
   verify     the submission's verify(op, baseline_step, candidate_step) for three candidates
              whose truth the grader knows: fast_right (¼ of the op's work, same output),
@@ -134,6 +135,14 @@ def ranking(prof, cuda):
         rows.append({"e": "op", "name": e.key, "self_us": float(t), "calls": int(e.count)})
     rows.sort(key=lambda r: r["self_us"], reverse=True)
     return rows
+
+
+def operator_rows(prof, rows):
+    """`rows` without the Python-function rows of a `with_stack=True` profile: their names carry
+    frames and memory addresses (`<built-in method ... at 0x...>`, `file.py(N): f`), so two runs
+    of the same work never name them alike. What a run recorded is its operators."""
+    python = {e.name for e in prof.events() if getattr(e, "is_python_function", False)}
+    return [r for r in rows if r["name"] not in python]
 
 
 def least_cost(prof, cuda):
@@ -260,7 +269,7 @@ class Lesson:
         self.ctx.metric("reference.events", len(prof.events()))
         self.ctx.traces["reference.top"] = _least(prof, self.cuda)[:20]
 
-    def profile(self, _ranking=ranking):
+    def profile(self, _ranking=ranking, _operators=operator_rows):
         fn = self.need("profile_training")
         ctx = self.ctx
         steps = int(ctx.params["steps"])
@@ -280,8 +289,9 @@ class Lesson:
             # the grader's answers about this profile, recorded before top_ops() sees it
             ctx.metric(f"profile.{run}.events", len(prof.events()))
             rows = _ranking(prof, self.cuda)
-            # every op of the profile by name, with its call count: what the two runs recorded
-            ctx.traces[f"profile.{run}.calls"] = sorted(rows, key=lambda r: r["name"])
+            # every operator of the profile by name, with its call count: what the two runs
+            # recorded (a with_stack profile's Python-function rows left out: `operator_rows`)
+            ctx.traces[f"profile.{run}.calls"] = sorted(_operators(prof, rows), key=lambda r: r["name"])
             for k in ctx.params["k"]:
                 ctx.traces[f"profile.{run}.top{int(k)}"] = rows[: int(k)]
             if self.cuda:

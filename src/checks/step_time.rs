@@ -10,7 +10,6 @@ use super::{fmt_num, within, Env, Outcome};
 use crate::measurement::Measurement;
 use crate::spec::rubric::StepTimeSpec;
 use crate::text;
-use serde_json::Value;
 
 pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
     let bound = text!(
@@ -38,22 +37,8 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
             Err(why) => return Outcome::missing(why, bound.clone()),
         };
         let m = Measurement::read(events, 1);
-        let stamp = |pos: usize| events.get(pos)?.fields.get("t").and_then(Value::as_f64);
         // the grader's own seconds per step in each timed window of this variant
-        let grader: Vec<f64> = m
-            .timed_of(&case.variant)
-            .iter()
-            .filter_map(|iv| {
-                iv.steps
-                    .iter()
-                    .map(|&k| {
-                        let s = &m.steps[k];
-                        Some(stamp(s.end?)? - stamp(s.start)?)
-                    })
-                    .sum::<Option<f64>>()
-                    .map(|d| d / iv.steps.len().max(1) as f64)
-            })
-            .collect();
+        let grader = m.grader_seconds(events, &case.variant);
         let label = format!("{}.{}", case.stream, case.variant);
         // no timed window: what compare_repeats / compare_median judge, not this criterion
         let (Some(lo), Some(hi)) = (

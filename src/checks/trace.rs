@@ -365,7 +365,7 @@ fn predicate(
     // the numbers the call returned, when the rubric names them: the windows they come from are
     // the ones held to the method's rules
     let returned = match &spec.samples {
-        Some(key) => match super::series::list(env, &format!("{stream}.{key}")) {
+        Some(keys) => match returned_numbers(env, stream, &keys.names()) {
             Ok(xs) => Some(xs),
             Err(why) if p == TracePredicate::Samples => return Outcome::missing(why, "—"),
             Err(_) => None,
@@ -381,6 +381,24 @@ fn predicate(
         TracePredicate::Median => median(&m, &variants, spec, stream, env),
         TracePredicate::Samples => samples(&m, &variants, returned.as_deref().unwrap_or(&[])),
     }
+}
+
+/// The numbers a call returned, `{stream}.{key}` for each key in order: a list metric, or a
+/// number (lesson 05's `first_s` before its `steady_s`).
+fn returned_numbers(
+    env: &Env,
+    stream: &str,
+    keys: &[&str],
+) -> Result<Vec<f64>, crate::observations::Absent> {
+    let mut out = Vec::new();
+    for key in keys {
+        let key = format!("{stream}.{key}");
+        match env.evidence.number(&key) {
+            Ok(x) => out.push(x),
+            Err(_) => out.extend(super::series::list(env, &key)?),
+        }
+    }
+    Ok(out)
 }
 
 /// Every returned number is seconds per step of a timed window, in window order: rebuilt here

@@ -453,6 +453,15 @@ _TORCH_BENCHMARK = "\0"
 _TRANSPARENT_FILES = set()  # the policy's guards (policy.py): they act on the submission's behalf
 
 
+def _timeit_files():
+    import timeit
+
+    return {timeit.__file__, os.path.realpath(timeit.__file__)}
+
+
+_TIMEIT_FILES = _timeit_files()
+
+
 def _transparent(filename):
     """A frame that acts on its caller's behalf: the standard library (`timeit`, `statistics`,
     `functools`, …), code generated at run time (`<timeit-src>`, `<string>`,
@@ -467,6 +476,19 @@ def _transparent(filename):
     if filename.startswith(_TORCH_DIR):
         return filename.startswith(_TORCH_BENCHMARK)
     return True
+
+
+def _reads_for_itself(filename):
+    """Is a clock read made directly by code of this file the library's own? A library frame that
+    calls a clock itself stamps its own records (`logging` stamps every record it makes, asyncio
+    its loop): not a read the submission made, whoever called the library. The code that reads a
+    clock *for* its caller is the exception: timeit (its generated loop `<timeit-src>`), code
+    generated at run time, the policy's substitutes, torch.utils.benchmark."""
+    if filename.startswith("<") or filename in _TRANSPARENT_FILES or filename in _TIMEIT_FILES:
+        return False
+    if "-packages" not in filename:
+        return filename.startswith(_STDLIB)
+    return not filename.startswith(_TORCH_DIR)  # torch's frames: `attributed` says whose
 
 
 def attributed(frame, files=None):
@@ -588,15 +610,17 @@ def _from_submission(depth=2):
 def _install_clocks(ctx):
     """Wrap every clock of `CLOCKS` (and `timeit.default_timer`, which `import torch` bound to the
     unwrapped perf_counter): each read the submission makes is a `timer` event carrying the value
-    returned, so the grader rebuilds every window's duration. During a virtual-time probe the
-    submission's reads return the simulated device's clock instead."""
+    returned, so the grader rebuilds every window's duration. A read a library makes for itself
+    (`_reads_for_itself`: a `logging` record's stamp) is not the submission's. During a
+    virtual-time probe the submission's reads return the simulated device's clock instead."""
     import timeit
 
     for name, (family, ns) in CLOCKS.items():
         real = getattr(time, name)
 
         def clock(_real=real, _family=family, _ns=ns):
-            mine = _from_submission()
+            # a library reading the clock for itself (logging's record stamps) is nobody's
+            mine = not _reads_for_itself(sys._getframe(1).f_code.co_filename) and _from_submission()
             if mine and ctx.watch is not None:
                 ctx.watch.check("during a clock read")
             if mine and ctx.virtual_now is not None:

@@ -119,7 +119,8 @@ impl<'de> Deserialize<'de> for Label {
     }
 }
 
-/// Where a number comes from: a metric key template, `median(KEY)` of a list metric, or
+/// Where a number comes from: a metric key template, `median(KEY)` of a list metric (or of
+/// `windows:TRACE.VARIANT`, the grader's clock over each timed window: `Observed::windows`), or
 /// `$params.KEY`; several alternatives (a list) are tried in order.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(transparent)]

@@ -303,11 +303,13 @@ pub struct TraceSpec {
     /// `median`: the reported metric under `{stream}.{variant}.`.
     #[serde(default)]
     pub report: Option<String>,
-    /// The list the call returned, under `{stream}.` (e.g. `samples`): `expect: samples` holds it
-    /// to the windows; `warmup`, `synced` and `repeats` then judge only the windows it came from
-    /// (when every number has one), so a log read elsewhere is not held to the rules.
+    /// The numbers the call returned, under `{stream}.`: a list metric (`samples`), or several
+    /// metrics (numbers or lists) read in order as one list (`[first_s, steady_s]`). `expect:
+    /// samples` holds them to the windows; `warmup`, `synced` and `repeats` then judge only the
+    /// windows they came from (when every number has one), so a read no returned number comes
+    /// from (a log line) is no window and is not held to the rules.
     #[serde(default)]
-    pub samples: Option<Box<str>>,
+    pub samples: Option<Streams>,
     /// Only reads of this clock (and its stretches `clock#N`) time windows, when the trace holds
     /// any: the windows the contract defines (lesson 02: `profiler`).
     #[serde(default)]
