@@ -95,12 +95,14 @@ class PolicyRefusal(BaseException):
 # The policy, as the driver hands it over (course.yaml + exercise.yaml, validated by the grader).
 
 class _Rule:
-    __slots__ = ("all", "names", "deny")
+    __slots__ = ("all", "names", "deny", "scanned", "subst")
 
     def __init__(self, entries):
         self.all = "*" in entries
         self.names = frozenset(e for e in entries if e != "*" and not e.startswith("!"))
-        self.deny = frozenset(e[1:] for e in entries if e.startswith("!"))
+        self.deny = set(e[1:] for e in entries if e.startswith("!"))
+        self.scanned = False
+        self.subst = {}  # name -> the guarded stand-in of what it names (`_SUBSTITUTES`)
 
     def allows(self, name):
         if name in self.deny:
@@ -154,6 +156,12 @@ def configure(policy, files):
         _HINTS[prefix] = (hint.get("zh", ""), hint.get("en", ""))
     _SUBMISSION_FILES.clear()
     _SUBMISSION_FILES.update(files)
+    _SUBST_IDS.clear()
+    _DENIED_IDS.clear()
+    for mname, rule in list(_RULES.items()):  # what the listed modules re-export (`_scan`)
+        mod = sys.modules.get(mname)
+        if mod is not None:
+            _scan(rule, mod)
 
 
 def _resolve(dotted):
@@ -268,11 +276,15 @@ def _getattr_(obj, name, default=_MISSING):
         raise TypeError("attribute name must be string")
     if isinstance(obj, _ModuleType):
         if name in READABLE_DUNDERS:
-            return _real_getattr(obj, name)
+            value = _real_getattr(obj, name)
+            return _safe_type if value is type else value
         return _module_attr(obj, name, default)
     if name[:1] == "_":
         if name in READABLE_DUNDERS:
-            pass
+            value = _real_getattr(obj, name)
+            if isinstance(value, type):  # x.__class__: as type(x)
+                return _safe_type if value is type else _same_door(value, f"{_describe(obj)}.{name}")
+            return value
         elif name[:2] == "__" and name[-2:] == "__":
             if not (name in PROTOCOL_DUNDERS or (name in CLASS_DUNDERS and _own(obj))):
                 _private(f"{_describe(obj)}.{name}")
@@ -299,7 +311,16 @@ def _getattr_(obj, name, default=_MISSING):
         value = _real_getattr(obj, name, default)
     if type(value) in NEVER_TYPES or isinstance(value, _ModuleType):
         return _check_value(value, f"{_describe(obj)}.{name}")
+    if id(value) in _DENIED_IDS or id(value) in _SUBST_IDS:
+        return _same_door(value, f"{_describe(obj)}.{name}")
+    if isinstance(value, type) and issubclass(value, type):
+        return _safe_type if value is type else _metaclass(f"{_describe(obj)}.{name}")
     return value
+
+
+def _metaclass(what):
+    refuse(what, "元类（包括 type 本身）不属于课程的 Python：请用 class 语句",
+           "a metaclass (type itself included) is not part of the course's Python: use a class statement")
 
 
 def _namedtuple_api(obj, name):
@@ -326,12 +347,14 @@ def _module_attr(mod, name, default=_MISSING):
     what = f"{mname}.{name}"
     if rule is None:
         refuse(mname, "这个模块不属于课程的 Python", "this module is not part of the course's Python")
+    if not rule.scanned:
+        _scan(rule, mod)
     if not rule.allows(name):
         # a submodule of an allowed module may be allowed as a module of its own
         if not (what in _RULES and isinstance(_real_getattr(mod, name, None), _ModuleType)):
             refuse(what, "不属于课程的 Python（课程允许的模块里没有这个名字）",
                    "not part of the course's Python (not among what the course allows of this module)")
-    sub = _SUBSTITUTES.get(what)
+    sub = rule.subst.get(name)
     if sub is not None:
         return sub
     if default is _MISSING:
@@ -341,6 +364,64 @@ def _module_attr(mod, name, default=_MISSING):
     if isinstance(value, _ModuleType) or type(value) in NEVER_TYPES:
         _check_value(value, what)
     return value
+
+
+_HOMED = (types.FunctionType, types.BuiltinFunctionType, type)
+_SUBST_IDS = {}  # id(what a substitute stands in for) -> the substitute
+_DENIED_IDS = set()  # ids of what a module's rule refuses by name, refused wherever reached
+# Where a function's `__module__` names an implementation module of a module the policy lists
+_HOME_ALIASES = {"posix": "os", "posixpath": "os", "genericpath": "os", "_io": "io", "_sre": "re"}
+_GRADER_HOMES = ("grade_", "__main__")  # the grader's instruments (the recording clocks …)
+
+
+def _package(name):
+    top = name.split(".")[0]
+    top = _HOME_ALIASES.get(top, top)
+    return top.lstrip("_")
+
+
+def _scan(rule, mod):
+    """Judge once what module `mod` re-exports from other packages (`torch.utils.checkpoint.
+    get_type_hints` is typing's): a function or class is the API of the module that defines it,
+    so a name refused there is refused everywhere; metaclasses (`type` itself) never. What is
+    refused joins the rule's `deny` (the guard then asks only `rule.allows(name)`: a check
+    torch.compile traces as a constant). Run for every listed module already imported when the
+    policy is configured, else at the module's first use."""
+    rule.scanned = True
+    mname = mod.__name__
+    for dotted, sub in _SUBSTITUTES.items():  # what they stand in for, once its module is imported
+        owner, _, attr = dotted.rpartition(".")
+        real = getattr(sys.modules.get(owner), attr, None)
+        if real is not None and real is not sub:
+            _SUBST_IDS[id(real)] = sub
+    try:
+        items = list(vars(mod).items())
+    except TypeError:
+        return
+    for name, value in items:
+        if name in rule.deny:
+            _DENIED_IDS.add(id(value))  # refused wherever it is reached (`_getattr_`)
+            continue
+        sub = _SUBST_IDS.get(id(value))
+        if sub is not None:  # a stand-in, under whatever name a module re-exports it
+            rule.subst[name] = sub
+            continue
+        if name[:1] == "_" or not isinstance(value, _HOMED):
+            continue
+        if isinstance(value, type) and issubclass(value, type):
+            rule.deny.add(name)
+            continue
+        home = _real_getattr(value, "__module__", None)
+        if type(home) is not str or home.startswith(_GRADER_HOMES) or _package(home) == _package(mname):
+            continue
+        own_name = _real_getattr(value, "__name__", None)
+        if home == "builtins":
+            ok = BUILTINS.get(own_name) is value or (isinstance(value, type) and issubclass(value, BaseException))
+        else:
+            home_rule = _RULES.get(_HOME_ALIASES.get(home, home)) or _RULES.get(home.lstrip("_"))
+            ok = home_rule is not None and type(own_name) is str and home_rule.allows(own_name)
+        if not ok:
+            rule.deny.add(name)
 
 
 def _write_(obj, name=None):
@@ -467,7 +548,23 @@ def _safe_type(*args):
     if len(args) != 1:
         refuse("type(name, bases, dict)", "不能用 type() 动态创建类，请用 class 语句",
                "classes are made with a class statement, not type(name, bases, dict)")
-    return type(args[0])
+    t = type(args[0])
+    if issubclass(t, type):  # the type of a class is a metaclass: never handed out
+        return _safe_type if t is type else _metaclass(f"type({_describe(args[0])})")
+    return _same_door(t, f"type({_describe(args[0])})")
+
+
+def _same_door(value, what):
+    """What `value` is as the policy hands it out: a substituted class or function (the real
+    `timeit.Timer` behind the type of a timer) is its stand-in, a refused one is refused, however
+    it was reached (`type(x)`, `x.__class__`, an attribute)."""
+    sub = _SUBST_IDS.get(id(value))
+    if sub is not None:
+        return sub
+    if id(value) in _DENIED_IDS:
+        refuse(what, "不属于课程的 Python（它在自己的模块里被拒绝）",
+               "not part of the course's Python (refused in its own module)")
+    return value
 
 
 def _safe_getattr(obj, name, *default):
@@ -569,6 +666,40 @@ def _methodcaller(name, *args, **kwargs):
     return lambda obj: _getattr_(obj, name)(*args, **kwargs)
 
 
+def _update_wrapper(wrapper, wrapped, assigned=functools.WRAPPER_ASSIGNMENTS,
+                    updated=functools.WRAPPER_UPDATES):
+    """functools.update_wrapper with its usual names only (its `assigned`/`updated` are
+    attribute names read from `wrapped`): what it copies of an object the submission did not make
+    is what `_getattr_` would let it read (the plain dunders, the public entries of `__dict__`)."""
+    if tuple(assigned) != tuple(functools.WRAPPER_ASSIGNMENTS) or tuple(updated) != tuple(functools.WRAPPER_UPDATES):
+        if not (set(assigned) <= set(functools.WRAPPER_ASSIGNMENTS) and set(updated) <= set(functools.WRAPPER_UPDATES)):
+            refuse("functools.update_wrapper(assigned=…, updated=…)", "只能复制 functools 默认的那些属性",
+                   "only functools' usual attributes may be copied")
+    if _own(wrapped):
+        return functools.update_wrapper(wrapper, wrapped, assigned, updated)
+    for attr in assigned:
+        if attr in READABLE_DUNDERS:
+            try:
+                value = _real_getattr(wrapped, attr)
+            except AttributeError:
+                continue
+            _real_setattr(_write_target(wrapper, attr), attr, value)
+    if "__dict__" in updated:
+        public = {k: v for k, v in _real_getattr(wrapped, "__dict__", {}).items() if k[:1] != "_"}
+        _real_getattr(wrapper, "__dict__").update(public)
+    return wrapper
+
+
+def _write_target(obj, name):
+    if name[:2] == "__" and not _own(obj):
+        refuse(f"{_describe(obj)}.{name}", "不能改写不是你创建的对象", "you may not rewrite an object you did not make")
+    return obj
+
+
+def _wraps(wrapped, assigned=functools.WRAPPER_ASSIGNMENTS, updated=functools.WRAPPER_UPDATES):
+    return functools.partial(_update_wrapper, wrapped=wrapped, assigned=assigned, updated=updated)
+
+
 def _format_fields_ok(fmt, what):
     """A `{`-style format (logging's) reads attributes of its values by name: judge them."""
     if not isinstance(fmt, str):
@@ -660,6 +791,8 @@ _SUBSTITUTES = {
     "torch.utils.benchmark.utils.timer.Timer": _bench_timer,
     "logging.Formatter": _logging_formatter,
     "logging.basicConfig": _logging_basic_config,
+    "functools.wraps": _wraps,
+    "functools.update_wrapper": _update_wrapper,
 }
 _SUBSTITUTES["_operator.attrgetter"] = _attrgetter  # operator's functions come from _operator
 _SUBSTITUTES["_operator.methodcaller"] = _methodcaller
