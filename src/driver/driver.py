@@ -448,6 +448,9 @@ _STDLIB = _stdlib_dirs()
 # torch.utils.benchmark, which times a statement on its caller's behalf as timeit does.
 _TORCH_DIR = "\0"
 _TORCH_BENCHMARK = "\0"
+# torch's decorator wrapper (`torch.no_grad()(fn)` calls fn from there): it acts on its caller's
+# behalf, as functools does
+_TORCH_CONTEXTLIB = "\0"
 
 
 _TRANSPARENT_FILES = set()  # the policy's guards (policy.py): they act on the submission's behalf
@@ -469,7 +472,7 @@ def _transparent(filename):
     (numpy reading a tensor for `np.isnan(t)`), plus `torch.utils.benchmark` (torch's timeit).
     torch's other frames are opaque: what torch does for itself (dynamo timing its compile,
     the profiler's clock) is nobody's."""
-    if filename.startswith("<") or filename in _TRANSPARENT_FILES:
+    if filename.startswith("<") or filename in _TRANSPARENT_FILES or filename == _TORCH_CONTEXTLIB:
         return True
     if "-packages" not in filename:
         return filename.startswith(_STDLIB)
@@ -826,9 +829,10 @@ def run_job(job_path, nonce):
 
     torch.set_num_threads(int(job.get("threads", 1)))
     torch.manual_seed(job["seed"])
-    global _ctx, _TORCH_DIR, _TORCH_BENCHMARK
+    global _ctx, _TORCH_DIR, _TORCH_BENCHMARK, _TORCH_CONTEXTLIB
     _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
     _TORCH_BENCHMARK = os.path.join(_TORCH_DIR, "utils", "benchmark") + os.sep
+    _TORCH_CONTEXTLIB = os.path.join(_TORCH_DIR, "utils", "_contextlib.py")
     ctx = _ctx = Ctx(job, nonce, _Channel(job["results_fd"], nonce))
     watched = _instrument(ctx)
 

@@ -67,8 +67,10 @@ __lt__ __le__ __gt__ __ge__ __add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ _
 __rtruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ __pow__ __rpow__ __matmul__ __rmatmul__
 __neg__ __pos__ __abs__
 """.split())
-# Module-level dunder names a submission may read or bind.
+# Module-level dunder names a submission may read or bind (`__name__`, `__file__` read only:
+# bound in a class body they would make an object pass for a module of another name).
 MODULE_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__all__", "__annotations__"})
+_READ_ONLY_NAMES = frozenset({"__name__", "__file__"})
 # Builtins a submission may call by name. What is not here does not exist for it; those of
 # `REFUSED_BUILTINS` are refused where the source names them, with what to use instead.
 SAFE_BUILTINS = """
@@ -158,6 +160,10 @@ def configure(policy, files):
     _SUBMISSION_FILES.update(files)
     _SUBST_IDS.clear()
     _DENIED_IDS.clear()
+    _MODULE_NAMES.clear()
+    for mname, mod in list(sys.modules.items()):
+        if isinstance(mod, _ModuleType):
+            _MODULE_NAMES.setdefault(id(mod), mname)
     for mname, rule in list(_RULES.items()):  # what the listed modules re-export (`_scan`)
         mod = sys.modules.get(mname)
         if mod is not None:
@@ -245,7 +251,7 @@ def _own(obj):
 def _module_ok(mod, via=None):
     """Is module object `mod` one the policy allows (by its own name or the dotted name `via`
     it was reached by, e.g. `os.path` for posixpath)?"""
-    name = mod.__name__
+    name = _MODULE_NAMES.setdefault(id(mod), mod.__name__)
     if name in _RULES:
         return True
     if via is not None and via in _RULES:
@@ -268,6 +274,7 @@ def _check_value(value, what):
 
 _MISSING = object()
 _FORMAT_NAMES = frozenset({"format", "format_map"})
+_BUILTIN_METHOD = type("".format)
 
 
 def _getattr_(obj, name, default=_MISSING):
@@ -313,6 +320,8 @@ def _getattr_(obj, name, default=_MISSING):
         return _check_value(value, f"{_describe(obj)}.{name}")
     if id(value) in _DENIED_IDS or id(value) in _SUBST_IDS:
         return _same_door(value, f"{_describe(obj)}.{name}")
+    if type(value) is _BUILTIN_METHOD and value.__name__ in _FORMAT_NAMES and isinstance(value.__self__, str):
+        return _safe_format_method(value.__self__, value.__name__)  # `super(S, s).format`
     if isinstance(value, type) and issubclass(value, type):
         return _safe_type if value is type else _metaclass(f"{_describe(obj)}.{name}")
     return value
@@ -342,7 +351,7 @@ def _describe(obj):
 
 
 def _module_attr(mod, name, default=_MISSING):
-    mname = mod.__name__
+    mname = _MODULE_NAMES.get(id(mod)) or mod.__name__
     rule = _RULES.get(mname)
     what = f"{mname}.{name}"
     if rule is None:
@@ -367,6 +376,9 @@ def _module_attr(mod, name, default=_MISSING):
 
 
 _HOMED = (types.FunctionType, types.BuiltinFunctionType, type)
+# id(module) -> its name when the policy was configured (or it was first imported): a rule is the
+# module's own, whatever its `__name__` says later
+_MODULE_NAMES = {}
 _SUBST_IDS = {}  # id(what a substitute stands in for) -> the substitute
 _DENIED_IDS = set()  # ids of what a module's rule refuses by name, refused wherever reached
 # Where a function's `__module__` names an implementation module of a module the policy lists
@@ -388,7 +400,9 @@ def _scan(rule, mod):
     torch.compile traces as a constant). Run for every listed module already imported when the
     policy is configured, else at the module's first use."""
     rule.scanned = True
-    mname = mod.__name__
+    mname = _MODULE_NAMES.setdefault(id(mod), mod.__name__)
+    _SUBST_IDS[id(str.format)] = _safe_format_method(str, "format")
+    _SUBST_IDS[id(str.format_map)] = _safe_format_method(str, "format_map")
     for dotted, sub in _SUBSTITUTES.items():  # what they stand in for, once its module is imported
         owner, _, attr = dotted.rpartition(".")
         real = getattr(sys.modules.get(owner), attr, None)
@@ -400,7 +414,8 @@ def _scan(rule, mod):
         return
     for name, value in items:
         if name in rule.deny:
-            _DENIED_IDS.add(id(value))  # refused wherever it is reached (`_getattr_`)
+            if isinstance(value, _HOMED):  # a function or class (not a shared constant like False)
+                _DENIED_IDS.add(id(value))  # refused wherever it is reached (`_getattr_`)
             continue
         sub = _SUBST_IDS.get(id(value))
         if sub is not None:  # a stand-in, under whatever name a module re-exports it
@@ -675,6 +690,9 @@ def _update_wrapper(wrapper, wrapped, assigned=functools.WRAPPER_ASSIGNMENTS,
         if not (set(assigned) <= set(functools.WRAPPER_ASSIGNMENTS) and set(updated) <= set(functools.WRAPPER_UPDATES)):
             refuse("functools.update_wrapper(assigned=…, updated=…)", "只能复制 functools 默认的那些属性",
                    "only functools' usual attributes may be copied")
+    if not _own(wrapper):  # it writes dunders into `wrapper`: only into what the submission made
+        refuse(f"functools.update_wrapper({_describe(wrapper)}, …)", "只能写入你自己创建的函数或对象",
+               "it writes into its first argument: only into a function or object you made")
     if _own(wrapped):
         return functools.update_wrapper(wrapper, wrapped, assigned, updated)
     for attr in assigned:
@@ -850,6 +868,7 @@ class CoursePolicy(RestrictingNodeTransformer):
         self.findings = []
         self._class_depth = 0
         self._classes = []  # enclosing class names, for private-name mangling
+        self._storing = False
 
     def _mangle(self, attr):
         """`self.__x` inside class `C` is `self._C__x`, as Python's compiler would make it: the
@@ -877,12 +896,18 @@ class CoursePolicy(RestrictingNodeTransformer):
                 self.flag(node, name, "不属于课程的 Python", "not part of the course's Python")
             elif not (name in MODULE_DUNDERS or (allow_magic_methods and self._class_depth and name in CLASS_DUNDERS)):
                 self.flag(node, name, "这个特殊名字不属于课程的 Python", "this special name is not part of the course's Python")
+            elif name in _READ_ONLY_NAMES and self._storing:
+                self.flag(node, name, "只能读，不能赋值", "may be read, not assigned")
 
     def visit_Name(self, node):
         if isinstance(node.ctx, ast.Load) and node.id in REFUSED_BUILTINS:
             self.flag(node, node.id, "不属于课程的 Python", "not part of the course's Python")
             return node
-        self.check_name(node, node.id, allow_magic_methods=self._class_depth > 0)
+        self._storing = not isinstance(node.ctx, ast.Load)
+        try:
+            self.check_name(node, node.id, allow_magic_methods=self._class_depth > 0)
+        finally:
+            self._storing = False
         return node
 
     def visit_Call(self, node):
