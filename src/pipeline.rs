@@ -163,6 +163,19 @@ pub fn grade(
         notes: Vec::new(),
         evidence: crate::evidence::Observed::of(&evidence.obs).with_params(&exercise.params),
     };
+    // nothing of the submission's work was observed (it was not imported, or every probe that
+    // calls it failed: a starter, an empty file): criteria that hold by absence ("no
+    // empty_cache call") pass vacuously then, and earn nothing
+    let probes = &evidence.obs.probes;
+    let load_failed = probes.get("load").is_some_and(|p| !p.ok);
+    let worked = probes.iter().any(|(name, p)| name != "load" && p.ok);
+    if report.summary.points > 0 && (load_failed || !worked || evidence.run_failure.is_some()) {
+        report.summary.points = 0;
+        report.notes.push(crate::text!(
+            "评分器没有观察到你的任何工作（每个调用你的函数的探针都失败了）：本课记 0 分",
+            "the grader observed none of your work (every probe that calls your functions failed): the lesson scores 0"
+        ));
+    }
     if crate::spec::policy::switched_off() {
         report.notes.push(crate::text!(
             "本次评分关闭了课程的 Python（GRADE_POLICY=off，只用于沙箱自身的测试）：成绩不作数",

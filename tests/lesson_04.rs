@@ -36,15 +36,17 @@ fn starter_fails_with_readable_reasons() {
     assert!(why(r, "compare_warmup").contains("NotImplementedError: TODO: compare("));
 }
 
-/// Tampering (fixture `unwrapped_counter`): every criterion fails, and the reason names the patch.
+/// Tampering (fixture `unwrapped_counter`): the course's Python refuses the unwrapping where the
+/// module runs it, so nothing of it is imported: every criterion fails, the reason names what was
+/// refused, and the lesson scores 0.
 #[test]
 fn unwrapping_the_checkpoint_counter_fails_everything_and_says_why() {
     let r = L.check().report("unwrapped_counter");
     assert_eq!(r["summary"]["passed"], 0);
+    assert_eq!(r["summary"]["points"], 0);
+    let reason = why(r, "on_off_agree");
     assert!(
-        why(r, "on_off_agree")
-            .contains("tampered with the grader's instruments (torch.utils.checkpoint.checkpoint)"),
-        "{}",
-        why(r, "on_off_agree")
+        reason.contains("__wrapped__") && reason.contains("not part of the course's Python"),
+        "{reason}"
     );
 }

@@ -52,8 +52,8 @@ __getitem__ __setitem__ __delitem__ __contains__ __missing__ __repr__ __str__ __
 __bool__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __add__ __radd__ __iadd__ __sub__ __rsub__
 __isub__ __mul__ __rmul__ __imul__ __truediv__ __rtruediv__ __itruediv__ __floordiv__
 __rfloordiv__ __ifloordiv__ __mod__ __rmod__ __pow__ __rpow__ __matmul__ __rmatmul__ __neg__
-__pos__ __abs__ __float__ __int__ __index__ __round__ __copy__ __deepcopy__ __slots__ __doc__
-__module__ __qualname__ __annotations__ __match_args__ __all__
+__pos__ __abs__ __float__ __int__ __index__ __round__ __slots__ __doc__
+__module__ __qualname__ __match_args__ __all__
 """.split())
 # The protocol dunders that only do what the syntax does (`with x:`, `for`, `len(x)`, `x[k]`,
 # `x(...)`, comparisons, arithmetic, `repr`): readable on any object, so a careful
@@ -69,7 +69,7 @@ __neg__ __pos__ __abs__
 """.split())
 # Module-level dunder names a submission may read or bind (`__name__`, `__file__` read only:
 # bound in a class body they would make an object pass for a module of another name).
-MODULE_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__all__", "__annotations__"})
+MODULE_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__all__"})
 _READ_ONLY_NAMES = frozenset({"__name__", "__file__"})
 # Builtins a submission may call by name. What is not here does not exist for it; those of
 # `REFUSED_BUILTINS` are refused where the source names them, with what to use instead.
@@ -290,7 +290,9 @@ def _getattr_(obj, name, default=_MISSING):
         if name in READABLE_DUNDERS:
             value = _real_getattr(obj, name)
             if isinstance(value, type):  # x.__class__: as type(x)
-                return _safe_type if value is type else _same_door(value, f"{_describe(obj)}.{name}")
+                if issubclass(value, type):  # a class's class: a metaclass (abc.ABC.__class__)
+                    return _safe_type if value is type else _metaclass(f"{_describe(obj)}.{name}")
+                return _same_door(value, f"{_describe(obj)}.{name}")
             return value
         elif name[:2] == "__" and name[-2:] == "__":
             if not (name in PROTOCOL_DUNDERS or (name in CLASS_DUNDERS and _own(obj))):
@@ -611,10 +613,14 @@ def _quiet_hasattr(obj, name):
         return False
 
 
+_SUBMISSION_GLOBALS = {}  # the submission's module namespace (`run`)
+
+
 def _safe_globals():
-    """A copy of the submission's module namespace (to hand to `timeit(..., globals=...)`)."""
-    f = sys._getframe(1)
-    return {k: v for k, v in f.f_globals.items() if k != "__builtins__"}
+    """A copy of the submission's module namespace (to hand to `timeit(..., globals=...)`):
+    always the submission's own, whoever calls it (a library frame that calls `globals` as a
+    callback — a default_factory, a defaultdict's factory — gets the submission's too)."""
+    return {k: v for k, v in _SUBMISSION_GLOBALS.items() if k != "__builtins__"}
 
 
 _BLOCKED_PATHS = ("/proc", "/dev", "/sys")
@@ -783,12 +789,24 @@ def _bench_timer(stmt="pass", setup="pass", global_setup="", timer=None, globals
     return Timer("__grade_stmt()", "__grade_setup()", timer=timer or time.perf_counter, globals=ns, **kwargs)
 
 
+def _guard_style(formatter):
+    """A `{`-style logging formatter formats through the guarded formatter: its fields read the
+    record's values with `_getattr_`, as an f-string of the submission would."""
+    import logging
+
+    style = _real_getattr(formatter, "_style", None)
+    if isinstance(style, logging.StrFormatStyle):
+        fmt = style._fmt
+        style._format = lambda record: _FORMATTER.vformat(fmt, (), record.__dict__)
+    return formatter
+
+
 def _logging_formatter(fmt=None, datefmt=None, style="%", *args, **kwargs):
     import logging
 
     if style == "{":
         _format_fields_ok(fmt, "logging.Formatter")
-    return logging.Formatter(fmt, datefmt, style, *args, **kwargs)
+    return _guard_style(logging.Formatter(fmt, datefmt, style, *args, **kwargs))
 
 
 def _logging_basic_config(**kwargs):
@@ -796,7 +814,22 @@ def _logging_basic_config(**kwargs):
 
     if kwargs.get("style") == "{":
         _format_fields_ok(kwargs.get("format"), "logging.basicConfig")
-    return logging.basicConfig(**kwargs)
+    out = logging.basicConfig(**kwargs)
+    for handler in logging.getLogger().handlers:
+        if handler.formatter is not None:
+            _guard_style(handler.formatter)
+    return out
+
+
+def _deepcopy(x, memo=None, _nil=None):
+    """copy.deepcopy without a memo of the submission's: the memo keeps every original the copy
+    walked through (the private state of an object the submission did not make)."""
+    import copy
+
+    if memo is not None:
+        refuse("copy.deepcopy(x, memo)", "不能传入 memo（它会留下被复制对象的内部）",
+               "no memo of your own (it keeps the insides of what was copied)")
+    return copy.deepcopy(x)
 
 
 _SUBSTITUTES = {
@@ -810,6 +843,7 @@ _SUBSTITUTES = {
     "logging.Formatter": _logging_formatter,
     "logging.basicConfig": _logging_basic_config,
     "functools.wraps": _wraps,
+    "copy.deepcopy": _deepcopy,
     "functools.update_wrapper": _update_wrapper,
 }
 _SUBSTITUTES["_operator.attrgetter"] = _attrgetter  # operator's functions come from _operator
@@ -1045,6 +1079,8 @@ def run(code, path, name="submission", plain=False):
     module.__file__ = path
     if not plain:
         module.__dict__["__builtins__"] = BUILTINS
+    global _SUBMISSION_GLOBALS
+    _SUBMISSION_GLOBALS = module.__dict__
     sys.modules[name] = module
     exec(code, module.__dict__)
     return module
