@@ -40,6 +40,7 @@ impl Spec {
     pub fn load(course: &Course, id: &str) -> Result<Spec, GradeError> {
         course.check_id(id)?;
         let mut exercise = Exercise::load(&course.exercise_dir(id))?;
+        let rubric = Rubric::load(&course.rubric(id), &exercise)?;
         // the course's Python with what this lesson's contract adds (course.yaml + exercise.yaml)
         let course_file = course.root.join("course.yaml");
         let policy = course.file()?.policy.with(&exercise.policy);
@@ -65,7 +66,6 @@ impl Spec {
             ));
         }
         exercise.policy = policy;
-        let rubric = Rubric::load(&course.rubric(id), &exercise)?;
         Ok(Spec { exercise, rubric })
     }
 }
@@ -163,6 +163,32 @@ pub fn grade(
         notes: Vec::new(),
         evidence: crate::evidence::Observed::of(&evidence.obs).with_params(&exercise.params),
     };
+    // a criterion whose points need others (`requires:`) says so when it passed alone
+    let passed: std::collections::BTreeSet<&str> = report
+        .verdicts
+        .iter()
+        .filter(|v| v.status == checks::Status::Pass)
+        .map(|v| v.id.as_str())
+        .collect();
+    let withheld: Vec<String> = report
+        .verdicts
+        .iter()
+        .filter(|v| v.status == checks::Status::Pass && v.points > 0)
+        .filter(|v| v.requires.iter().any(|r| !passed.contains(r.as_str())))
+        .map(|v| format!("{} ({})", v.id, v.requires.join(", ")))
+        .collect();
+    if !withheld.is_empty() && !report.verdicts.iter().any(|v| v.gate && v.status == checks::Status::Fail) {
+        report.notes.push(crate::text!(
+            format!(
+                "这些评分项通过了，但它们的分数要等括号里的评分项也通过才计入（结果一致说的是优化后的版本）：{}",
+                withheld.join("；")
+            ),
+            format!(
+                "these passed, but their points count only once the criteria in brackets pass too (the results that must agree are an optimised version's): {}",
+                withheld.join("; ")
+            )
+        ));
+    }
     // nothing of the submission's work was observed (it was not imported, or every probe that
     // calls it failed: a starter, an empty file): criteria that hold by absence ("no
     // empty_cache call") pass vacuously then, and earn nothing

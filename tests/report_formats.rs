@@ -18,6 +18,7 @@ fn report() -> Report {
         )),
         blocked_by: None,
         gate: false,
+        requires: Vec::new(),
     };
     let mut blocked = verdict("d_blocked", Status::Fail, "probe `compare` failed: boom");
     blocked.blocked_by = Some("compare".into());

@@ -166,6 +166,7 @@ fn course_copy() -> tempfile::TempDir {
         "exercises/course/model.py",
         "rubrics/04-checkpoint.yaml",
         "solutions/04-checkpoint/exercise.py",
+        "course.yaml", // the course's Python (its policy)
     ] {
         let to = dir.path().join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -428,4 +429,18 @@ fn bad_pictures_exit_2_located() {
         "{msg}"
     );
     assert_eq!(e.exit_code(), 2);
+}
+
+/// The course's Python is the course's to define (deny by default): a course whose course.yaml has
+/// no `policy:` cannot grade (exit 2 at course.yaml), rather than refuse every import.
+#[test]
+fn a_course_without_a_policy_exits_2_naming_course_yaml() {
+    let course = course_copy();
+    std::fs::write(course.path().join("course.yaml"), "order: [04-checkpoint]\n").unwrap();
+    let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--solution"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("course.yaml") && stderr.contains("no `policy:`"),
+        "{stderr}"
+    );
 }

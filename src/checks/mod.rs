@@ -94,6 +94,9 @@ pub struct Verdict {
     /// lesson scores 0 (the course's Python and the grader's instruments, like a compile error).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub gate: bool,
+    /// The criteria whose passing its points need (`requires:` in the rubric).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
 }
 
 /// What checks read besides the evidence: `$model.*` / `$params.*` bounds.
@@ -227,6 +230,7 @@ pub fn grade(rubric: &Rubric, env: &Env, device: Device) -> Vec<Verdict> {
                 catches: c.catches.clone(),
                 blocked_by: out.blocked_by,
                 gate: c.gate,
+                requires: c.requires.clone(),
             }
         })
         .collect()

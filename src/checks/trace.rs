@@ -195,6 +195,16 @@ fn count(
         Ok(b) => b,
         Err(why) => return Outcome::missing(why, bound),
     };
+    // an upper bound only ("no empty_cache call") proves nothing over a stream whose probe did
+    // not finish: the submission's code stopped before it could do what is counted (a starter)
+    if min.is_none() && max.is_some() {
+        for (name, _) in streams {
+            let absent = env.evidence.why_missing(name);
+            if absent.probe.is_some() {
+                return Outcome::missing(absent, bound);
+            }
+        }
+    }
     let names = streams
         .iter()
         .map(|(n, _)| *n)

@@ -613,14 +613,16 @@ def _quiet_hasattr(obj, name):
         return False
 
 
-_SUBMISSION_GLOBALS = {}  # the submission's module namespace (`run`)
+# the submission's module namespace (`run`), in a holder: the driver watches this module's names
+# for rebinding, and the holder itself never changes
+_SUBMISSION_NS = [{}]
 
 
 def _safe_globals():
     """A copy of the submission's module namespace (to hand to `timeit(..., globals=...)`):
     always the submission's own, whoever calls it (a library frame that calls `globals` as a
     callback — a default_factory, a defaultdict's factory — gets the submission's too)."""
-    return {k: v for k, v in _SUBMISSION_GLOBALS.items() if k != "__builtins__"}
+    return {k: v for k, v in _SUBMISSION_NS[0].items() if k != "__builtins__"}
 
 
 _BLOCKED_PATHS = ("/proc", "/dev", "/sys")
@@ -1079,8 +1081,7 @@ def run(code, path, name="submission", plain=False):
     module.__file__ = path
     if not plain:
         module.__dict__["__builtins__"] = BUILTINS
-    global _SUBMISSION_GLOBALS
-    _SUBMISSION_GLOBALS = module.__dict__
+    _SUBMISSION_NS[0] = module.__dict__
     sys.modules[name] = module
     exec(code, module.__dict__)
     return module

@@ -61,6 +61,13 @@ impl Summary {
                 .map(|v| v.points)
                 .sum()
         };
+        // a criterion's points that need others passing (`requires:`) count only with them
+        let passed = |id: &String| verdicts.iter().any(|v| &v.id == id && v.status == Status::Pass);
+        let earned: u32 = verdicts
+            .iter()
+            .filter(|v| v.status == Status::Pass && v.requires.iter().all(passed))
+            .map(|v| v.points)
+            .sum();
         // a failed gate (the course's Python, the grader's instruments) makes the lesson 0
         let gate_failed = verdicts
             .iter()
@@ -69,11 +76,7 @@ impl Summary {
             passed: count(Status::Pass),
             failed: count(Status::Fail),
             skipped: count(Status::Skip),
-            points: if gate_failed {
-                0
-            } else {
-                points(|s| s == Status::Pass)
-            },
+            points: if gate_failed { 0 } else { earned },
             max_points: points(|s| s != Status::Skip),
         }
     }

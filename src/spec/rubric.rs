@@ -44,6 +44,11 @@ pub struct Criterion {
     /// it fails the whole lesson scores 0, as a submission that does not compile.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gate: bool,
+    /// `requires: [ids]`: this criterion's points count only when those criteria pass too (lesson
+    /// 06: "the results agree" earns points for an optimised version, not for the baseline the
+    /// starter is a copy of). Its verdict is its own either way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<String>,
     /// `check: {close: {...}}`: the check kind is the single key.
     #[serde(with = "serde_yaml::with::singleton_map_recursive")]
     pub check: Check,
@@ -568,6 +573,15 @@ impl Rubric {
             }
             validate(&c.check, exercise)
                 .map_err(|m| err(&at, format!("criterion `{}`: {m}", c.id)))?;
+        }
+        let ids: BTreeSet<&str> = rubric.criteria.iter().map(|c| c.id.as_str()).collect();
+        for c in &rubric.criteria {
+            if let Some(r) = c.requires.iter().find(|r| !ids.contains(r.as_str()) || **r == c.id) {
+                return Err(err(
+                    &format!("id: {}", c.id),
+                    format!("criterion `{}` requires `{r}`, which is no other criterion of this rubric", c.id),
+                ));
+            }
         }
         Ok(rubric)
     }
