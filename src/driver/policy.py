@@ -70,7 +70,7 @@ __neg__ __pos__ __abs__
 # Module-level dunder names a submission may read or bind (`__name__`, `__file__` read only:
 # bound in a class body they would make an object pass for a module of another name).
 MODULE_DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__all__"})
-_READ_ONLY_NAMES = frozenset({"__name__", "__file__"})
+_READ_ONLY_NAMES = frozenset({"__name__", "__file__", "__module__", "__qualname__"})
 # Builtins a submission may call by name. What is not here does not exist for it; those of
 # `REFUSED_BUILTINS` are refused where the source names them, with what to use instead.
 SAFE_BUILTINS = """
@@ -158,6 +158,7 @@ def configure(policy, files):
         _HINTS[prefix] = (hint.get("zh", ""), hint.get("en", ""))
     _SUBMISSION_FILES.clear()
     _SUBMISSION_FILES.update(files)
+    _guard_enum_factory()
     _SUBST_IDS.clear()
     _DENIED_IDS.clear()
     _MODULE_NAMES.clear()
@@ -168,6 +169,34 @@ def configure(policy, files):
         mod = sys.modules.get(mname)
         if mod is not None:
             _scan(rule, mod)
+
+
+def _guard_enum_factory():
+    """Enum's functional form (`Enum("E", {...})`) makes a class from a mapping of any names:
+    called on the submission's behalf, its names must be plain identifiers (no dunder or `_sunder_`
+    that would become the class's machinery, past the class statement's checks), with no `type=`
+    mixin and no `module=`."""
+    import enum
+
+    meta = enum.EnumMeta
+    real = meta.__dict__["_create_"]
+    if getattr(real, "__grade_guarded__", False):
+        return
+    real_fn = real.__func__ if isinstance(real, classmethod) else real
+
+    def _create_(cls, class_name, names, *args, **kwargs):
+        if _line():  # a submission frame is on the stack
+            items = names.split() if isinstance(names, str) else (
+                names.keys() if hasattr(names, "keys") else [n[0] if isinstance(n, (tuple, list)) else n for n in names])
+            for n in items:
+                if not (isinstance(n, str) and n.isidentifier() and not n.startswith("_")):
+                    refuse(f"enum {class_name!r}: {n!r}", "枚举成员名必须是普通标识符", "enum member names must be plain identifiers")
+            if kwargs.get("type") is not None or kwargs.get("module") is not None or len(args) > 1:
+                refuse(f"enum {class_name!r}(type=…, module=…)", "不能给枚举指定 type 或 module", "no type= or module= for an enum")
+        return real_fn(cls, class_name, names, *args, **kwargs)
+
+    _create_.__grade_guarded__ = True
+    setattr(meta, "_create_", classmethod(_create_) if isinstance(real, classmethod) else _create_)
 
 
 def _resolve(dotted):
@@ -834,6 +863,38 @@ def _deepcopy(x, memo=None, _nil=None):
     return copy.deepcopy(x)
 
 
+def _dataclass(cls=None, /, **kwargs):
+    """dataclasses.dataclass for the submission's own classes only: it writes code from the class's
+    field names and runs it (a class made elsewhere — typing.TypedDict("T", {...}), an Enum's
+    functional form — may carry any text as a field name)."""
+    import dataclasses
+
+    def wrap(c):
+        if c not in _OWN_CLASSES:
+            refuse(f"dataclasses.dataclass({_describe(c)})", "只能用在你自己用 class 语句定义的类上",
+                   "only for classes you define with a class statement")
+        for name in _real_getattr(c, "__dict__", {}).get("__annotations__", {}):
+            if not (isinstance(name, str) and name.isidentifier()):
+                refuse(f"dataclasses.dataclass({_describe(c)})", "字段名必须是标识符", "field names must be identifiers")
+        return dataclasses.dataclass(c, **kwargs)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _compile(model=None, **kwargs):
+    """torch.compile with a backend named by its string (`"inductor"`, `"eager"`, `"aot_eager"`):
+    a backend of the submission's own would get the FX graph, whose code generation runs text."""
+    import torch
+
+    backend = kwargs.get("backend", "inductor")
+    if not isinstance(backend, str):
+        refuse("torch.compile(backend=…)", "backend 只能是名字（\"inductor\"、\"eager\"、\"aot_eager\"）",
+               'the backend is named by a string ("inductor", "eager", "aot_eager")')
+    if model is None:
+        return lambda m: torch.compile(m, **kwargs)
+    return torch.compile(model, **kwargs)
+
+
 _SUBSTITUTES = {
     "operator.attrgetter": _attrgetter,
     "operator.methodcaller": _methodcaller,
@@ -846,6 +907,8 @@ _SUBSTITUTES = {
     "logging.basicConfig": _logging_basic_config,
     "functools.wraps": _wraps,
     "copy.deepcopy": _deepcopy,
+    "dataclasses.dataclass": _dataclass,
+    "torch.compile": _compile,
     "functools.update_wrapper": _update_wrapper,
 }
 _SUBSTITUTES["_operator.attrgetter"] = _attrgetter  # operator's functions come from _operator
@@ -930,10 +993,10 @@ class CoursePolicy(RestrictingNodeTransformer):
         elif name[:2] == "__" and name[-2:] == "__":
             if name in REFUSED_BUILTINS:
                 self.flag(node, name, "不属于课程的 Python", "not part of the course's Python")
-            elif not (name in MODULE_DUNDERS or (allow_magic_methods and self._class_depth and name in CLASS_DUNDERS)):
-                self.flag(node, name, "这个特殊名字不属于课程的 Python", "this special name is not part of the course's Python")
             elif name in _READ_ONLY_NAMES and self._storing:
                 self.flag(node, name, "只能读，不能赋值", "may be read, not assigned")
+            elif not (name in MODULE_DUNDERS or (allow_magic_methods and self._class_depth and name in CLASS_DUNDERS)):
+                self.flag(node, name, "这个特殊名字不属于课程的 Python", "this special name is not part of the course's Python")
 
     def visit_Name(self, node):
         if isinstance(node.ctx, ast.Load) and node.id in REFUSED_BUILTINS:
