@@ -177,7 +177,12 @@ pub fn grade(
         .filter(|v| v.requires.iter().any(|r| !passed.contains(r.as_str())))
         .map(|v| format!("{} ({})", v.id, v.requires.join(", ")))
         .collect();
-    if !withheld.is_empty() && !report.verdicts.iter().any(|v| v.gate && v.status == checks::Status::Fail) {
+    if !withheld.is_empty()
+        && !report
+            .verdicts
+            .iter()
+            .any(|v| v.gate && v.status == checks::Status::Fail)
+    {
         report.notes.push(crate::text!(
             format!(
                 "这些评分项通过了，但它们的分数要等括号里的评分项也通过才计入（结果一致说的是优化后的版本）：{}",

@@ -92,8 +92,16 @@ fn batch(class: &Path, out: &Path, extra: &[&str]) -> Output {
 /// As `batch`, with the course's Python off (`GRADE_POLICY=off`): the sandbox meets the attacks.
 fn batch_policy_off(class: &Path, out: &Path, extra: &[&str]) -> Output {
     let mut args = vec![
-        "batch", s(class), "--exercise", "04-checkpoint", "--out", s(out), "--seed", "11",
-        "--device", "cpu",
+        "batch",
+        s(class),
+        "--exercise",
+        "04-checkpoint",
+        "--out",
+        s(out),
+        "--seed",
+        "11",
+        "--device",
+        "cpu",
     ];
     args.extend_from_slice(extra);
     Command::new(env!("CARGO_BIN_EXE_grade"))

@@ -12,12 +12,13 @@ fn root() -> PathBuf {
 }
 
 fn cases(kind: &str) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("tests/fixtures/policy").join(kind))
-        .expect("tests/fixtures/policy")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "py"))
-        .collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(root().join("tests/fixtures/policy").join(kind))
+            .expect("tests/fixtures/policy")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "py"))
+            .collect();
     files.sort();
     files
 }
@@ -126,6 +127,12 @@ fn a_refusal_says_what_and_what_to_use_instead_in_both_languages() {
     assert_eq!(f["what"], "torch._C");
     let en = f["en"].as_str().unwrap();
     let zh = f["zh"].as_str().unwrap();
-    assert!(en.contains("not part of the course's Python") && en.contains("torch.no_grad()"), "{en}");
-    assert!(zh.contains("不属于课程的 Python") && zh.contains("torch.no_grad()"), "{zh}");
+    assert!(
+        en.contains("not part of the course's Python") && en.contains("torch.no_grad()"),
+        "{en}"
+    );
+    assert!(
+        zh.contains("不属于课程的 Python") && zh.contains("torch.no_grad()"),
+        "{zh}"
+    );
 }

@@ -436,7 +436,11 @@ fn bad_pictures_exit_2_located() {
 #[test]
 fn a_course_without_a_policy_exits_2_naming_course_yaml() {
     let course = course_copy();
-    std::fs::write(course.path().join("course.yaml"), "order: [04-checkpoint]\n").unwrap();
+    std::fs::write(
+        course.path().join("course.yaml"),
+        "order: [04-checkpoint]\n",
+    )
+    .unwrap();
     let (code, _, stderr) = grade(course.path(), &["exercise", "04-checkpoint", "--solution"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(

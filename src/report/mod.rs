@@ -62,16 +62,18 @@ impl Summary {
                 .sum()
         };
         // a criterion's points that need others passing (`requires:`) count only with them
-        let passed = |id: &String| verdicts.iter().any(|v| &v.id == id && v.status == Status::Pass);
+        let passed = |id: &String| {
+            verdicts
+                .iter()
+                .any(|v| &v.id == id && v.status == Status::Pass)
+        };
         let earned: u32 = verdicts
             .iter()
             .filter(|v| v.status == Status::Pass && v.requires.iter().all(passed))
             .map(|v| v.points)
             .sum();
         // a failed gate (the course's Python, the grader's instruments) makes the lesson 0
-        let gate_failed = verdicts
-            .iter()
-            .any(|v| v.gate && v.status == Status::Fail);
+        let gate_failed = verdicts.iter().any(|v| v.gate && v.status == Status::Fail);
         Summary {
             passed: count(Status::Pass),
             failed: count(Status::Fail),

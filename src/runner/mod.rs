@@ -248,7 +248,8 @@ impl PythonExecutor {
         std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
         std::fs::write(tmp.join("lib.py"), LIB_PY).context("writing the driver's lib.py")?;
         std::fs::write(tmp.join("audit.py"), AUDIT_PY).context("writing the driver's audit.py")?;
-        std::fs::write(tmp.join("policy.py"), POLICY_PY).context("writing the driver's policy.py")?;
+        std::fs::write(tmp.join("policy.py"), POLICY_PY)
+            .context("writing the driver's policy.py")?;
         let inputs = tmp.join("inputs.safetensors");
         req.workload.write(&inputs)?;
         let ex = req.exercise;

@@ -216,7 +216,10 @@ fn say_probes(bytes: &[u8], mut from: usize) -> usize {
         let header = String::from_utf8_lossy(&bytes[from..from + nl]).into_owned();
         let body = from + nl + 1;
         let mut parts = header.split(' ');
-        let len = match (parts.next(), parts.next().and_then(|n| n.parse::<usize>().ok())) {
+        let len = match (
+            parts.next(),
+            parts.next().and_then(|n| n.parse::<usize>().ok()),
+        ) {
             (Some("J" | "T"), Some(len)) => len,
             _ => {
                 from = body; // the channel's first and last lines carry no payload

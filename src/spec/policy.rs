@@ -63,13 +63,15 @@ impl Policy {
     pub fn problem(&self) -> Option<(String, String)> {
         let dotted = |s: &str| {
             !s.is_empty()
-                && s.split('.').all(|p| {
-                    !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_')
-                })
+                && s.split('.')
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'))
         };
         for (module, names) in &self.modules {
             if !dotted(module) {
-                return Some((format!("{module}:"), format!("`{module}` is not a module name")));
+                return Some((
+                    format!("{module}:"),
+                    format!("`{module}` is not a module name"),
+                ));
             }
             for n in names {
                 let bare = n.strip_prefix('!').unwrap_or(n);

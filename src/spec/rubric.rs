@@ -576,10 +576,17 @@ impl Rubric {
         }
         let ids: BTreeSet<&str> = rubric.criteria.iter().map(|c| c.id.as_str()).collect();
         for c in &rubric.criteria {
-            if let Some(r) = c.requires.iter().find(|r| !ids.contains(r.as_str()) || **r == c.id) {
+            if let Some(r) = c
+                .requires
+                .iter()
+                .find(|r| !ids.contains(r.as_str()) || **r == c.id)
+            {
                 return Err(err(
                     &format!("id: {}", c.id),
-                    format!("criterion `{}` requires `{r}`, which is no other criterion of this rubric", c.id),
+                    format!(
+                        "criterion `{}` requires `{r}`, which is no other criterion of this rubric",
+                        c.id
+                    ),
                 ));
             }
         }
