@@ -149,7 +149,9 @@ fn notebook_with_a_magic_and_a_failing_cell_names_the_cell() {
     let tmp = tempfile::tempdir().unwrap();
     let py = std::fs::read_to_string(root().join("solutions/04-checkpoint/exercise.py")).unwrap();
     let bad = "def forward(blocks, x, *, checkpointing):\n    # my own loop\n    raise ValueError(\"boom\")\n";
-    let audited = "import sys\n\nloaded = len(sys.modules)\n";
+    // in a function never called: the static audit names its line, and the course's Python, which
+    // refuses sys.modules where it is reached, lets the rest of the notebook run
+    let audited = "import sys\n\ndef loaded(): return len(sys.modules)\n";
     let nb = notebook(&["%matplotlib inline\n", &py, bad, "# md\nnotes\n", audited]);
     let file = tmp.path().join("work.ipynb");
     std::fs::write(&file, nb.to_string()).unwrap();
