@@ -111,6 +111,12 @@ class _Channel:
         blob = _safetensors_save({name: t})
         self._send(b"T %d\n" % len(blob) + blob)
 
+    def record_ungated(self, *rec):
+        """Send a record the grader itself decided on below the recorder's gate (`_forged`):
+        tampering seen, a policy refusal made on the submission's behalf."""
+        self._put(self._encode(rec))
+        self.sent += 1
+
     def close(self, driver_s):
         if _forged() is not None:
             _tamper("_Channel.close called by the submission (the grader's recorder)")
@@ -567,9 +573,7 @@ def _tamper(what):
     _TAMPERED.add(what)
     if ctx.watch is not None:
         ctx.watch.seen.add(what)
-    ch = ctx._channel
-    ch._put(ch._encode(("metric", f"integrity.seen.{what}", ctx.current_probe or "?")))
-    ch.sent += 1
+    ctx._channel.record_ungated("metric", f"integrity.seen.{what}", ctx.current_probe or "?")
 
 
 def _grader_only(fn, label):
@@ -793,9 +797,7 @@ def _load_policy(ctx, job):
         if finding["line"] in lines:
             return
         lines.add(finding["line"])
-        ch = ctx._channel
-        ch._put(ch._encode(("metric", f"integrity.policy.{finding['line']}", finding)))
-        ch.sent += 1
+        ctx._channel.record_ungated("metric", f"integrity.policy.{finding['line']}", finding)
 
     policy.report = refused
     return policy

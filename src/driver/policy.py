@@ -24,6 +24,7 @@ not imported: the policy is a gate, like a syntax error). A refusal at run time 
 `PolicyRefusal` (a BaseException: `except Exception` does not swallow it) and is reported at once
 through `report` (set by the driver), so catching it hides nothing.
 """
+import _string
 import ast
 import builtins as _builtins_module
 import functools
@@ -672,8 +673,6 @@ def _safe_open(file, mode="r", *args, **kwargs):
 
 class _SafeFormatter(string.Formatter):
     def get_field(self, field_name, args, kwargs):
-        import _string
-
         first, rest = _string.formatter_field_name_split(field_name)
         obj = self.get_value(first, args, kwargs)
         for is_attr, i in rest:
