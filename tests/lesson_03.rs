@@ -34,25 +34,10 @@ fn recorded(name: &str) -> Observations {
 }
 
 fn grade_obs(obs: Observations) -> Vec<Verdict> {
-    grade_obs_rerun(obs, 1.0)
-}
-
-/// As `grade_obs`, the rerun's step standing for `rerun` against the first call's 1.0
-/// (recorded observations carry no tensors: one stand-in on each side of ledger_reproducible's
-/// comparison of the two calls' steps).
-fn grade_obs_rerun(obs: Observations, rerun: f32) -> Vec<Verdict> {
     let ex = recorded_exercise();
     let rubric = Rubric::load(&root().join(format!("rubrics/{ID}.yaml")), &ex).unwrap();
-    let tensors = [
-        ("ledger/adam/loss", 1.0f32),
-        ("ledger/adam_again/loss", rerun),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), tch::Tensor::from_slice(&[v])))
-    .collect();
     let evidence = Evidence {
         obs,
-        tensors,
         ..Default::default()
     };
     checks::grade(
@@ -176,31 +161,49 @@ fn rust_truths_equal_what_python_measured() {
 #[test]
 fn activation_formula_equals_every_measured_row() {
     // the grader's saved_tensors_hooks measurement (Python) and the op-by-op formula (Rust) agree
-    // on every row it recorded: single ledgers and the whole sweep
+    // on every row it recorded (single ledgers, the repeated ledger's case and the whole sweep),
+    // once the tag of the grader's that each call's forwards save (`tag`, drawn per call) is
+    // taken off; the submission's rows are held to these by the ledger check
     let obs = recorded("solution");
     let cfg = recorded_exercise().model;
     let mut n = 0;
+    let mut tags = std::collections::BTreeSet::new();
     for trace in [
         "grader.adam",
         "grader.sgd",
+        "grader.adam_again",
         "sweep.grader",
-        "ledger.adam",
-        "sweep.student",
     ] {
         for r in &obs.traces[trace] {
             let (b, t) = (
                 r.fields["batch"].as_i64().unwrap(),
                 r.fields["seq_len"].as_i64().unwrap(),
             );
+            let tag = r.fields["tag"].as_i64().unwrap();
+            assert!(
+                tag > 4 * cfg.d_model,
+                "{trace}: a tag's storage is larger than its view"
+            );
+            tags.insert(tag);
             assert_eq!(
-                r.fields["activations"].as_i64().unwrap(),
+                r.fields["activations"].as_i64().unwrap() - tag,
                 activation_bytes(&cfg, b, t),
                 "{trace} B={b} T={t}"
             );
             n += 1;
         }
     }
-    assert_eq!(n, 2 + 12 + 1 + 12);
+    assert_eq!(n, 3 + 12);
+    assert_eq!(tags.len(), 4, "one tag per call: {tags:?}");
+    // the repeated ledger's case is another shape than the first
+    let (first, again) = (
+        &obs.traces["grader.adam"][0],
+        &obs.traces["grader.adam_again"][0],
+    );
+    assert_ne!(
+        (&first.fields["batch"], &first.fields["seq_len"]),
+        (&again.fields["batch"], &again.fields["seq_len"])
+    );
     // the laws, read off the formula: linear in B (slope a·T² + b·T), quadratic in T
     assert_eq!(activation_bytes(&exercise().model, 4, 64), 5_675_556);
 }
@@ -278,24 +281,100 @@ fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
 // ------------------------------------------------------------------------- rubric, recorded
 
 #[test]
-fn a_rerun_that_does_another_step_fails_reproducible() {
-    // a second call that returns the first call's ledger after a pretend step (no forward, zero
-    // gradients): its step is not the first call's
-    let vs = grade_obs_rerun(recorded("solution"), 0.0);
-    assert_eq!(failing(&vs), vec!["ledger_reproducible"]);
-    assert!(verdict(&vs, "ledger_reproducible")
-        .why
-        .en
-        .contains("out of tolerance"));
+fn a_cached_rerun_fails_reproducible() {
+    // the repeated ledger runs its step but returns the first call's entries: its case is
+    // another shape with another tag, so the cached activations are not the grader's
+    let mut obs = recorded("solution");
+    let first = obs.traces["ledger.adam"][0].fields["activations"].clone();
+    rows_mut(&mut obs, "ledger.adam_again")[0]
+        .fields
+        .insert("activations".into(), first);
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["ledger_reproducible"]);
+    let why = &verdict(&vs, "ledger_reproducible").why.en;
+    assert!(
+        why.contains("ledger.adam_again B=") && why.contains("activations"),
+        "{why}"
+    );
+}
+
+#[test]
+fn an_entry_wrong_the_first_time_is_not_judged_again() {
+    // a method that is wrong on the first case (activations off) is wrong on the repeated case
+    // too: activations_exact judges it, ledger_reproducible does not count it twice
+    let mut obs = recorded("solution");
+    for trace in ["ledger.adam", "ledger.adam_again"] {
+        let row = &mut rows_mut(&mut obs, trace)[0];
+        let a = row.fields["activations"].as_i64().unwrap();
+        row.fields.insert("activations".into(), json!(a + 8));
+    }
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["activations_exact"]);
+    let why = &verdict(&vs, "ledger_reproducible").why.en;
+    assert!(why.contains("activations wrong the first time"), "{why}");
+}
+
+/// `trace` without the `step_done` events of the steps whose forward ran at (b, t).
+fn drop_steps_at(obs: &mut Observations, trace: &str, b: i64, t: i64) -> usize {
+    let events = rows_mut(obs, trace);
+    let mut ids = Vec::new();
+    let mut at = false;
+    for e in events.iter() {
+        match e.e.as_str() {
+            "shape" => {
+                at =
+                    e.fields["batch"].as_i64() == Some(b) && e.fields["seq_len"].as_i64() == Some(t)
+            }
+            "step" if at => {
+                ids.push(e.fields["id"].clone());
+                at = false;
+            }
+            _ => {}
+        }
+    }
+    events.retain(|e| !(e.e == "step_done" && ids.contains(&e.fields["id"])));
+    ids.len()
 }
 
 #[test]
 fn unmeasured_sweep_points_fail_the_sweep() {
-    // rows worked out from other points: the grid points whose case ran no forward are counted
+    // a grid point whose forward was never followed by its loss's backward (a forward only, a
+    // no_grad forward, or no case run at all): its row is not a measured step
     let mut obs = recorded("solution");
-    obs.metrics.insert("sweep.unmeasured".into(), json!(12));
+    let (bs, ts) = grid(&obs);
+    assert_eq!(drop_steps_at(&mut obs, "sweep.calls", bs[1], ts[2]), 1);
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), vec!["sweep_matches"]);
+    let why = &verdict(&vs, "sweep_matches").why.en;
+    assert!(
+        why.contains(&format!(
+            "B={}, T={}: the grader saw no whole training step",
+            bs[1], ts[2]
+        )),
+        "{why}"
+    );
+    // the single ledgers: a call without its whole step fails one_update (the first calls) or
+    // ledger_reproducible (the repeated call)
+    for (trace, criterion) in [
+        ("ledger.sgd", "one_update"),
+        ("ledger.adam_again", "ledger_reproducible"),
+    ] {
+        let mut obs = recorded("solution");
+        let row = &obs.traces[trace][0];
+        let (b, t) = (
+            row.fields["batch"].as_i64().unwrap(),
+            row.fields["seq_len"].as_i64().unwrap(),
+        );
+        // the calls' steps at (4, 64) are two (adam, sgd): drop them all, then keep the other's
+        let dropped = drop_steps_at(&mut obs, "ledger.calls", b, t);
+        assert!(dropped >= 1, "{trace}");
+        let vs = grade_obs(obs);
+        assert!(
+            failing(&vs).contains(&criterion),
+            "{trace}: {:?}",
+            failing(&vs)
+        );
+    }
 }
 
 #[test]
@@ -346,8 +425,10 @@ fn recorded_starter_fails_readably() {
 #[test]
 fn a_wrong_entry_fails_with_both_numbers() {
     let cfg = recorded_exercise().model;
-    let (p, a) = (param_bytes(&cfg).0, activation_bytes(&cfg, 4, 64));
     let mut obs = recorded("solution");
+    // the grader's activations: the formula plus the tag its forwards saved in that call
+    let tag = obs.traces["grader.sgd"][0].fields["tag"].as_i64().unwrap();
+    let (p, a) = (param_bytes(&cfg).0, activation_bytes(&cfg, 4, 64) + tag);
     let row = &mut rows_mut(&mut obs, "ledger.sgd")[0];
     row.fields.insert("activations".into(), json!(a + 4096));
     row.fields.insert("grads".into(), json!(0));
@@ -376,10 +457,10 @@ fn one_badly_typed_entry_fails_only_what_compares_it() {
     let why = "memory_ledger(...)['grads'] is dict ({'tok_emb.weight': 1}), not a number";
     for run in ["adam", "adam_again"] {
         obs.metrics.remove(&format!("ledger.{run}.grads"));
+        let row = &mut rows_mut(&mut obs, &format!("ledger.{run}"))[0];
+        row.fields.remove("grads");
+        row.fields.insert("grads_error".into(), json!(why));
     }
-    let row = &mut rows_mut(&mut obs, "ledger.adam")[0];
-    row.fields.remove("grads");
-    row.fields.insert("grads_error".into(), json!(why));
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["grads_exact", "ledger_reproducible"]);
     let g = verdict(&vs, "grads_exact");

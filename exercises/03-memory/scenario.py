@@ -10,7 +10,13 @@ Who computes what (ARCHITECTURE.md):
     copies in `ctx.metrics` / `ctx.traces` are dropped), so the submission can neither read it
     nor change how it is taken (a `grade_lib.saved_bytes` replaced at import comes too late);
   - loss, logits, gradients and the weights after one Adam / SGD+momentum step: libtorch, in Rust
-    (src/reference/), compared with what the grader caught of the ledger's step.
+    (src/reference/), compared with what the grader caught of the ledger's step;
+  - proof of work (issue 38): every forward of the observed model saves a tag of the grader's
+    (`_tagged`: a view of ones whose storage size is drawn per call), so activations are measured
+    or wrong; the repeated Adam ledger runs on a case of another shape drawn from the seed; and
+    each returned row counts only if the grader saw a whole training step (`step` + `step_done`)
+    at its shape in the call that returned it (`shape` and `call` events below, judged in Rust by
+    the `ledger` check's `steps:`).
 
 A *case* is what `make_case(batch, seq_len)` returns and `memory_ledger(**case)` takes: a fresh
 TinyGPT with the grader's weights (train mode, dropout 0), a fresh optimizer on its parameters and
@@ -22,18 +28,21 @@ Probes:
   ledger        the submission's memory_ledger() on an Adam case and on an SGD + momentum case: its
                 entries, what the grader saw of the step it ran (backward passes that reached the
                 parameters, Adam's step counter) and its loss, logits, gradients and the change of
-                every weight (compared with the libtorch reference); then on a second, identical
-                Adam case (reproducibility: that rerun must be a step the grader saw too)
+                every weight (compared with the libtorch reference); then on another Adam case
+                (batch and seq_len drawn from the seed): its entries against the grader's ledger
+                of that case, its step one the grader saw
   sweep         the submission's sweep() over the grid of exercise.yaml
   growth        GROWTH
 
 Traces (one event per ledger row: batch, seq_len, optimizer and the entries; an entry that is not a
-number is left out and its `<entry>_error` says why):
-  ledger.{adam,sgd}, grader.{adam,sgd}, sweep.student, sweep.grader
+number is left out and its `<entry>_error` says why; the grader's rows also carry `tag`, the bytes
+of the tag's storage in that call):
+  ledger.{adam,sgd,adam_again}, grader.{adam,sgd,adam_again}, sweep.student, sweep.grader
 Event traces {ledger,sweep,growth}.calls: what happened during each probe (`empty_cache` calls, the
-grader's `step` / `fwd_end` / `step_done` events), sent as it happens.
+grader's `step` / `fwd_end` / `step_done` events, `call {call}` when a call of the submission
+begins, `shape {batch, seq_len}` before each forward's `step`), sent as it happens.
 Metrics: ledger.{adam,adam_again,sgd}.<entry>, ledger.{adam,adam_again,sgd}.backwards,
-ledger.{adam,adam_again}.adam_step, grader.{adam,sgd}.{activations,peak}, growth.{batch,seq_len},
+ledger.{adam,adam_again}.adam_step, grader.{adam,sgd,adam_again}.{activations,peak}, growth.{batch,seq_len},
 calls.empty_cache (torch.cuda.empty_cache() calls while the submission ran, counted on CPU too).
 Tensors: ledger/{adam,sgd}/{loss,logits,grad/<param>,update/<param>}.
 """
@@ -45,10 +54,13 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 
 from course import Config
-from course.model import TinyGPT
+from course.model import TinyGPT, _plain_blocks
 
 ENTRIES = ("params", "grads", "optimizer_state", "activations")
 OPTIMIZERS = ("adam", "sgd_momentum")
+# the submission's calls, as the rows they return are traced (`call {call}` opens each in the
+# probe's event trace): the three single ledgers and the sweep
+CALLS = ("ledger.adam", "ledger.sgd", "ledger.adam_again", "sweep.student")
 
 _synchronize = torch.cuda.synchronize
 _reset_peak = torch.cuda.reset_peak_memory_stats
@@ -57,17 +69,52 @@ _Adam, _SGD = torch.optim.Adam, torch.optim.SGD
 ProbeFailed = Exception  # replaced by the driver's class before anything runs
 
 
-class Capture(object):
-    """Observer of the grader's TinyGPT: keeps the first forward's (logits, loss)."""
+def _tagged(tag, inner=None):
+    """A `blocks_fn` that runs the blocks (`inner`, the submission's own or the plain loop) and
+    multiplies their output by `tag`, a float32 view of ones: values and gradients are unchanged
+    to the bit, and autograd saves `tag` for backward, so its storage (drawn per call) is part of
+    what the forward keeps: activations can be measured, never computed from a closed form."""
+    inner = inner or _plain_blocks
 
-    def __init__(self, base):
+    def blocks_fn(blocks, x):
+        return inner(blocks, x) * tag
+
+    return blocks_fn
+
+
+class Watched(object):
+    """Observer of the grader's TinyGPT during ONE call of the submission (a ledger call, or the
+    whole sweep). Before each forward's own `step` event it sends `shape {batch, seq_len}` (so
+    Rust knows at which shape each whole step, `step` + `step_done`, was taken: the `ledger`
+    check's `steps:`), runs the blocks through `_tagged` with this call's tag, and keeps the first
+    forward's (logits, loss)."""
+
+    def __init__(self, ctx, base, tag):
+        self.ctx = ctx
         self.base = base
+        self.tag = tag
         self.first = None
 
+    def __getattr__(self, name):  # the rest of the observer's interface is the base's
+        return getattr(self.base, name)
+
     def forward(self, model, idx, targets, blocks_fn):
-        out = self.base.forward(model, idx, targets, blocks_fn)
+        ctx = self.ctx
+        try:
+            b, t = (int(n) for n in idx.shape)
+        except (AttributeError, TypeError, ValueError):
+            b, t = -1, -1  # not a (B, T) tensor: the forward fails on its own
+        ctx.event("shape", batch=b, seq_len=t)
+        k = self.base.next_id  # the id of the `step` this forward sends
+        out = self.base.forward(model, idx, targets, _tagged(self.tag, blocks_fn))
         if self.first is None:
             self.first = out
+        logits, loss = out
+        if loss is None and torch.is_grad_enabled() and logits.requires_grad:
+            # model(idx): the contract lets the loss be computed outside (F.cross_entropy of the
+            # logits), so the logits stand for the loss the model returned: a backward that
+            # reaches them comes from a loss of the logits and goes on through every block
+            logits.register_hook(lambda g: ctx.event("step_done", id=k, t=ctx.clock()))
         return out
 
 
@@ -85,20 +132,6 @@ def _clone_batch(batch):
     """A copy of a `_lm_batch` batch, `idx` still a view of its own (B, T+1) storage."""
     idx, targets = batch["idx"], batch["targets"]
     return _lm_batch(idx.clone(), targets.clone())
-
-
-class ShapesSeen(object):
-    """Observer of the sweep's cases: the (batch, seq_len) of every forward of the grader's TinyGPT
-    (the cases of the grid have distinct shapes), so a row the submission returns for a grid
-    point whose case never ran a forward was not measured."""
-
-    def __init__(self, base):
-        self.base = base
-        self.shapes = set()
-
-    def forward(self, model, idx, targets, blocks_fn):
-        self.shapes.add(tuple(int(n) for n in idx.shape))
-        return self.base.forward(model, idx, targets, blocks_fn)
 
 
 class Setup:
@@ -123,6 +156,38 @@ class Setup:
         }
         # the sweep's optimizer is picked per run from the seed; the single ledgers use both
         self.sweep_optimizer = OPTIMIZERS[ctx.seed % 2]
+        # drawn per grading, per call, out of the submission's reach (issue 38: a number is
+        # believed only when the grader saw the work that made it, in the same call):
+        # - each call's tag: the storage (float32 elements beyond d_model) of the tensor of the
+        #   grader's that every forward saves for backward (`_tagged`), so the honest activations
+        #   differ from TinyGPT's closed form by an amount only a measurement sees;
+        # - the repeated Adam ledger's case: another batch size and sequence length than the
+        #   first (≤ it, so it costs less), with tokens of its own, so a cached number is wrong.
+        tags = random.Random(ctx.seed * 7_919 + 38)
+        self.tag_extra = {call: tags.randrange(1, 1 << 12) for call in CALLS}
+        b0, t0 = (int(n) for n in self.batch["idx"].shape)
+        self.again_shape = (
+            tags.choice([b for b in (1, 2, 3) if b != b0]),
+            tags.choice([t for t in (16, 24, 32, 40, 48, 56) if t != t0]),
+        )
+
+    def tag(self, call):
+        """A fresh tag for call `call`: a (d_model,) view of ones whose storage holds the drawn
+        number of extra elements; its storage's bytes are added to the grader's rows (`tag`)."""
+        d = self.cfg.d_model
+        return torch.ones(d + self.tag_extra[call], device=self.device)[:d]
+
+    def tag_bytes(self, call):
+        return 4 * (self.cfg.d_model + self.tag_extra[call])
+
+    def again_batch(self):
+        """The repeated Adam ledger's batch: drawn from the seed, shaped `again_shape`."""
+        b, t = self.again_shape
+        gen = torch.Generator().manual_seed((self.ctx.seed * 2_000_003 + 38) % (1 << 62))
+        v = self.cfg.vocab
+        idx = torch.randint(0, v, (b, t), generator=gen)
+        targets = torch.randint(0, v, (b, t), generator=gen)
+        return _lm_batch(idx.to(self.device), targets.to(self.device))
 
     def optimizer(self, name, model):
         p = self.ctx.params
@@ -144,18 +209,21 @@ class Setup:
 
 
 # -- the grader's own ledger (out of the submission's reach) ----------------------------------------
-def _grader_ledger(setup, name, batch):
-    """Activations (and on CUDA the peak) of one training step of a fresh plain TinyGPT."""
+def _grader_ledger(setup, name, batch, call):
+    """Activations (and on CUDA the peak) of one training step of a fresh plain TinyGPT whose
+    forward saves call `call`'s tag, as the submission's observed model does in that call."""
     model = TinyGPT(setup.cfg)
     model.load_state_dict(setup.weights, strict=True)
     model = model.to(setup.device).train()
     opt = setup.optimizer(name, model)
     cuda = setup.device.type == "cuda"
+    blocks_fn = _tagged(setup.tag(call))
     if cuda:
         gc.collect()
         _synchronize()
         _reset_peak()
-    (_, loss), activations = setup.ctx.lib.saved_bytes(model, lambda: model(batch["idx"], batch["targets"]))
+    (_, loss), activations = setup.ctx.lib.saved_bytes(
+        model, lambda: model(batch["idx"], batch["targets"], blocks_fn=blocks_fn))
     loss.backward()
     opt.step()
     peak = None
@@ -164,7 +232,7 @@ def _grader_ledger(setup, name, batch):
         peak = _max_allocated()
     b, t = batch["idx"].shape
     return {"e": "ledger", "batch": int(b), "seq_len": int(t), "optimizer": name,
-            "activations": int(activations), "peak": peak}
+            "activations": int(activations), "tag": setup.tag_bytes(call), "peak": peak}
 
 
 def before_submission(ctx):
@@ -183,15 +251,20 @@ def before_submission(ctx):
 
     with ctx.probe("grader"):
         if setup.device.type == "cuda":  # warm-up: allocator, cuBLAS workspaces
-            _grader_ledger(setup, "adam", setup.batch)
-        for opt, name in (("adam", "adam"), ("sgd", "sgd_momentum")):
-            row = _grader_ledger(setup, name, setup.batch)
-            send(f"grader.{opt}", [row])
-            metric(f"grader.{opt}.activations", row["activations"])
+            _grader_ledger(setup, "adam", setup.batch, "ledger.adam")
+        for label, name, batch in (
+            ("adam", "adam", setup.batch),
+            ("sgd", "sgd_momentum", setup.batch),
+            ("adam_again", "adam", setup.again_batch()),  # the repeated Adam ledger's own case
+        ):
+            row = _grader_ledger(setup, name, batch, f"ledger.{label}")
+            send(f"grader.{label}", [row])
+            metric(f"grader.{label}.activations", row["activations"])
             if row["peak"] is not None:
-                metric(f"grader.{opt}.peak", row["peak"])
+                metric(f"grader.{label}.peak", row["peak"])
         send("sweep.grader", [
-            _grader_ledger(setup, setup.sweep_optimizer, setup.sweep_batch(b, t)) for b, t in setup.grid()
+            _grader_ledger(setup, setup.sweep_optimizer, setup.sweep_batch(b, t), "sweep.student")
+            for b, t in setup.grid()
         ])
         ctx.metric("sweep.grid", f"batches {setup.sweep_grid['batches']} × seq_lens {setup.sweep_grid['seq_lens']}")
 
@@ -283,9 +356,12 @@ class Lesson:
         memory_ledger = self.need("memory_ledger")
         name = "adam" if opt == "adam" else "sgd_momentum"
         label = opt if run == 1 else f"{opt}_again"
-        capture = Capture(ctx.lib.StepObserver(ctx, self.batch))
-        case = self.case(name, observer=capture)
-        model, optimizer = case["model"], case["optimizer"]
+        call = f"ledger.{label}"
+        # the repeated call gets a case of its own (another shape, drawn from the seed)
+        batch = self.setup.again_batch() if run > 1 else None
+        watched = Watched(ctx, self.steps, self.setup.tag(call))
+        case = self.case(name, batch=batch, observer=watched)
+        model, optimizer, batch = case["model"], case["optimizer"], case["batch"]
         grads, passes = {}, {}
 
         def caught(g, n):
@@ -296,35 +372,36 @@ class Lesson:
         for pname, p in model.named_parameters():
             p.register_hook(lambda g, n=pname: caught(g, n))
         self.quiesce()
-        got = memory_ledger(model, optimizer, case["batch"], device=case["device"])
+        ctx.event("call", call=call)  # opens this call's steps in the probe's trace
+        got = memory_ledger(model, optimizer, batch, device=case["device"])
         # what the grader saw of the step, before anything returned is read
         ctx.metric(f"ledger.{label}.backwards", max(passes.values(), default=0))
         if name == "adam":
             steps = [int(st["step"]) for st in optimizer.state.values() if "step" in st]
             ctx.metric(f"ledger.{label}.adam_step", max(steps, default=0))
-        # the step's forward, gradients and update (held to libtorch's; the rerun's to the first
-        # call's: it measures the same case again, so a second call that only pretends to train
-        # fails ledger_reproducible, while a wrong step fails step_matches_reference alone)
-        if capture.first is not None:
-            logits, loss = capture.first
+        # the step's forward, gradients and update, held to libtorch's (the first calls'; the
+        # repeated call's step is judged by what the grader saw of it: a whole step at its shape)
+        if run == 1 and watched.first is not None:
+            logits, loss = watched.first
             ctx.save_tensor(f"ledger/{label}/logits", logits)
             if loss is None:  # model(idx) and the loss computed outside: the same cross-entropy
-                targets = self.batch["targets"]
+                targets = batch["targets"]
                 loss = F.cross_entropy(logits.detach().reshape(-1, logits.shape[-1]), targets.reshape(-1))
             ctx.save_tensor(f"ledger/{label}/loss", loss)
-        for pname, g in grads.items():
+        for pname, g in grads.items() if run == 1 else ():
             ctx.save_tensor(f"ledger/{label}/grad/{pname}", g)
-        for pname, p in model.named_parameters():  # each weight's change: one optimizer step?
+        for pname, p in model.named_parameters() if run == 1 else ():  # one optimizer step?
             w0 = self.setup.weights[pname].to(torch.float64)
             ctx.save_tensor(f"ledger/{label}/update/{pname}", p.detach().to("cpu", torch.float64) - w0)
         row = self.row(case, name, self.entries(got, "memory_ledger(...)"))
-        self.record(f"ledger.{label}", row)
-        if run == 1:
-            ctx.traces[f"ledger.{opt}"] = [row]
-        del case, model, optimizer
+        self.record(call, row)
+        ctx.traces[call] = [row]
+        del case, model, optimizer, watched
         self.quiesce()
 
     def ledgers(self):
+        # one observer of steps for the probe: step ids are unique across its three calls
+        self.steps = self.ctx.lib.StepObserver(self.ctx, self.batch)
         self.ledger("adam", 1)
         self.ledger("sgd", 1)
         self.ledger("adam", 2)
@@ -332,13 +409,12 @@ class Lesson:
     def sweep(self):
         sweep = self.need("sweep")
         grid = self.setup.sweep_grid
-        self.sweep_seen = ShapesSeen(self.ctx.lib.StepObserver(self.ctx, self.batch))
+        # every case of the sweep is watched by one observer (one call: one tag); Rust holds each
+        # returned row to a whole step the grader saw at its shape in this call (`steps:`)
+        self.sweep_seen = Watched(self.ctx, self.ctx.lib.StepObserver(self.ctx, self.batch),
+                                  self.setup.tag("sweep.student"))
+        self.ctx.event("call", call="sweep.student")
         got = sweep(self.make_case, batches=list(grid["batches"]), seq_lens=list(grid["seq_lens"]))
-        # grid points whose case never ran a forward: their rows were not measured
-        unmeasured = [f"{b}×{t}" for b, t in self.setup.grid() if (b, t) not in self.sweep_seen.shapes]
-        self.ctx.metric("sweep.unmeasured", len(unmeasured))
-        if unmeasured:
-            self.ctx.metric("sweep.unmeasured_points", ", ".join(unmeasured))
         if not isinstance(got, (list, tuple)):
             raise ProbeFailed(f"sweep(...) returned {type(got).__name__}; expected a list of dicts")
         number = self.ctx.lib.number

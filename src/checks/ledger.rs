@@ -13,9 +13,17 @@
 //!                   parameter (4 B each); SGD with momentum: one momentum_buffer (1 × params)
 //!   activations     the grader's own measurement in its row (bytes of the distinct storages saved
 //!                   for backward during the forward, parameters excluded), taken before the
-//!                   submission was imported (the lesson's scenario.py, `before_submission`)
+//!                   submission was imported (the lesson's scenario.py, `before_submission`);
+//!                   it includes the call's tag (`tag` in the row: a tensor of the grader's every
+//!                   forward saves, its size drawn per call), which `activation_bytes` does not
+//!                   know: the closed form explains the growth, it is not the answer
 //! The shape itself is drawn from the seed (`exercise.yaml` `model_draw:`, `Exercise::model_for`),
 //! so `env.exercise.model` is the shape this grading used.
+//!
+//! With `steps:` (event traces), a row counts only if it was measured: the grader saw a whole
+//! training step (`step` + its `step_done`) at the row's batch and seq_len in the call that
+//! returned it (`whole_steps`). Rows filled in from parameter shapes after a forward-only or
+//! `no_grad` forward, interpolated, or cached from another call are not.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -23,6 +31,7 @@ use crate::spec::rubric::LedgerSpec;
 use crate::spec::ModelConfig;
 use crate::text;
 use crate::workload::parameter_shapes;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Bytes of TinyGPT's float32 parameters, and how many parameter tensors it has.
 pub fn param_bytes(cfg: &ModelConfig) -> (i64, i64) {
@@ -64,6 +73,54 @@ pub fn activation_bytes(cfg: &ModelConfig, b: i64, t: i64) -> i64 {
         + 4
 }
 
+/// The (batch, seq_len) of every whole training step the grader saw, per call. In each trace, a
+/// `call {call}` event opens a call (the next `call` event or the trace's end closes it); inside
+/// it, the scenario's `shape {batch, seq_len}` comes right before its forward's `step {id}`, and
+/// that step is whole when its `step_done {id}` (the loss the model returned went through
+/// backward) comes in the same call. A step's shape is the one its forward ran at, whatever
+/// the rows say.
+pub fn whole_steps<'a>(
+    traces: impl IntoIterator<Item = &'a [Event]>,
+) -> BTreeMap<String, BTreeSet<(i64, i64)>> {
+    let mut out: BTreeMap<String, BTreeSet<(i64, i64)>> = BTreeMap::new();
+    for trace in traces {
+        let mut call: Option<String> = None;
+        let mut shape: Option<(i64, i64)> = None;
+        let mut started: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+        let mut done: BTreeSet<(i64, i64)> = BTreeSet::new();
+        let mut close = |call: &Option<String>, done: &mut BTreeSet<(i64, i64)>| {
+            if let Some(c) = call {
+                out.entry(c.clone()).or_default().append(done);
+            }
+            done.clear();
+        };
+        for ev in trace {
+            let id = || ev.fields.get("id").map(|v| v.to_string());
+            match ev.e.as_str() {
+                "call" => {
+                    close(&call, &mut done);
+                    call = ev.field_str("call").map(str::to_string);
+                    (shape, started) = (None, BTreeMap::new());
+                }
+                "shape" => shape = int(ev, "batch").zip(int(ev, "seq_len")),
+                "step" => {
+                    if let (Some(s), Some(id)) = (shape.take(), id()) {
+                        started.insert(id, s);
+                    }
+                }
+                "step_done" => {
+                    if let Some(s) = id().and_then(|id| started.get(&id)) {
+                        done.insert(*s);
+                    }
+                }
+                _ => {}
+            }
+        }
+        close(&call, &mut done);
+    }
+    out
+}
+
 fn int(ev: &Event, key: &str) -> Option<i64> {
     ev.fields.get(key).and_then(serde_json::Value::as_i64)
 }
@@ -91,11 +148,56 @@ fn expected(env: &Env, truth: &Event, entry: &str) -> Result<i64, String> {
 
 pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
     let entries = spec.entries.join(", ");
-    let bound = text!(
-        format!("{entries} = 评分器账本（逐字节）"),
-        format!("{entries} = the grader's ledger (to the byte)")
-    );
+    let bound = match (spec.entries.is_empty(), spec.steps.is_some()) {
+        (true, _) => text!(
+            "每行 = 评分器在该形状看到的完整训练步",
+            "each row = a whole step the grader saw at its shape"
+        ),
+        (false, false) => text!(
+            format!("{entries} = 评分器账本（逐字节）"),
+            format!("{entries} = the grader's ledger (to the byte)")
+        ),
+        (false, true) => text!(
+            format!("{entries} = 评分器账本（逐字节），每行是评分器看到的一步"),
+            format!("{entries} = the grader's ledger (to the byte), each row a measured step")
+        ),
+    };
+    let steps = match &spec.steps {
+        None => None,
+        Some(streams) => {
+            let mut traces = Vec::new();
+            for name in streams.names() {
+                match env.evidence.trace(name) {
+                    Ok(t) => traces.push(t),
+                    Err(why) => return Outcome::missing(why, bound),
+                }
+            }
+            Some(whole_steps(traces))
+        }
+    };
+    // the entries the submission got wrong (a number ≠ the grader's) in the `where_right` rows
+    let mut wrong_before: BTreeSet<&str> = BTreeSet::new();
+    if let Some([mine, theirs]) = &spec.where_right {
+        let (rows, truth) = match (env.evidence.trace(mine), env.evidence.trace(theirs)) {
+            (Ok(r), Ok(t)) => (r, t),
+            (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound),
+        };
+        let key = |r: &Event| (int(r, "batch"), int(r, "seq_len"));
+        for t in truth {
+            for r in rows.iter().filter(|r| key(r) == key(t)) {
+                for entry in &spec.entries {
+                    let want = expected(env, t, entry).ok();
+                    if let Some(got) = int(r, entry) {
+                        if Some(got) != want {
+                            wrong_before.insert(entry.as_str());
+                        }
+                    }
+                }
+            }
+        }
+    }
     let (actual, expect) = (spec.actual.names(), spec.expected.names());
+    let mut stepped = 0usize;
     let (mut checked, mut bad_zh, mut bad_en) = (0usize, Vec::new(), Vec::new());
     let mut values = Vec::new(); // (value, truth) of every comparison, for the measured column
     let mut first_bad: Option<(i64, i64)> = None;
@@ -124,7 +226,28 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                 ));
                 continue;
             }
+            if let Some(seen) = &steps {
+                let shape = (
+                    int(t, "batch").unwrap_or(-1),
+                    int(t, "seq_len").unwrap_or(-1),
+                );
+                if seen.get(*a_name).is_some_and(|s| s.contains(&shape)) {
+                    stepped += 1;
+                } else {
+                    bad_zh.push(format!(
+                        "{a_name} {}：这次调用中评分器没有看到这个形状的完整训练步（前向 + loss 反向），这一行不是测量",
+                        at(t)
+                    ));
+                    bad_en.push(format!(
+                        "{a_name} {}: the grader saw no whole training step (forward + the loss's backward) at that shape in the call that returned it: not a measured row",
+                        at(t)
+                    ));
+                }
+            }
             for entry in &spec.entries {
+                if wrong_before.contains(entry.as_str()) {
+                    continue; // wrong in the first place: another criterion's
+                }
                 let want = match expected(env, t, entry) {
                     Ok(v) => v,
                     Err(why) => return Outcome::missing(Text::same(why), bound),
@@ -176,6 +299,47 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
         }
     }
     let all_same = values.windows(2).all(|w| w[0] == w[1]);
+    if bad_en.is_empty() && checked == 0 && stepped > 0 {
+        // nothing to compare (no entries, or every one wrong where it was first measured)
+        let streams = actual.join(", ");
+        let skipped = if wrong_before.is_empty() {
+            (String::new(), String::new())
+        } else {
+            let w: Vec<&str> = wrong_before.iter().copied().collect();
+            let w = w.join(", ");
+            (
+                format!("（{w} 首次即不符，由其他评分项判断）"),
+                format!(" ({w} wrong the first time: other criteria judge it)"),
+            )
+        };
+        return Outcome::new(
+            true,
+            text!(format!("{stepped} 步"), format!("{stepped} steps")),
+            bound,
+            text!(
+                format!("{streams} 的 {stepped} 行都是评分器在该行形状、在返回它的调用中看到的完整训练步{}", skipped.0),
+                format!("each of the {stepped} rows of {streams} is a whole training step the grader saw at its shape, in the call that returned it{}", skipped.1)
+            ),
+        );
+    }
+    if bad_en.is_empty() && spec.entries.is_empty() {
+        if stepped == 0 {
+            return Outcome::missing(
+                Text::same(format!("{} has no rows", expect.join(", "))),
+                bound,
+            );
+        }
+        let streams = actual.join(", ");
+        return Outcome::new(
+            true,
+            text!(format!("{stepped} 步"), format!("{stepped} steps")),
+            bound,
+            text!(
+                format!("{streams} 的 {stepped} 行都是评分器在该行形状、在返回它的调用中看到的完整训练步"),
+                format!("each of the {stepped} rows of {streams} is a whole training step the grader saw at its shape, in the call that returned it")
+            ),
+        );
+    }
     if bad_en.is_empty() {
         if checked == 0 {
             return Outcome::missing(
@@ -197,10 +361,24 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
             true,
             measured,
             bound,
-            text!(
-                format!("{streams} 的 {checked} 项（{entries}）与评分器的账本逐字节相等"),
-                format!("all {checked} values ({entries}) of {streams} equal the grader's ledger to the byte")
-            ),
+            if !wrong_before.is_empty() {
+                let w: Vec<&str> = wrong_before.iter().copied().collect();
+                let w = w.join(", ");
+                text!(
+                    format!("{streams} 的 {checked} 项与评分器的账本逐字节相等（{w} 首次即不符，由其他评分项判断）"),
+                    format!("all {checked} values of {streams} equal the grader's ledger to the byte ({w} wrong the first time: other criteria judge it)")
+                )
+            } else if steps.is_some() {
+                text!(
+                    format!("{streams} 的 {checked} 项（{entries}）与评分器的账本逐字节相等，{stepped} 行都是评分器在该形状看到的完整训练步"),
+                    format!("all {checked} values ({entries}) of {streams} equal the grader's ledger to the byte; each of its {stepped} rows is a whole training step the grader saw at its shape")
+                )
+            } else {
+                text!(
+                    format!("{streams} 的 {checked} 项（{entries}）与评分器的账本逐字节相等"),
+                    format!("all {checked} values ({entries}) of {streams} equal the grader's ledger to the byte")
+                )
+            },
         );
     }
     let n = bad_en.len();

@@ -376,8 +376,20 @@ pub struct Quantity {
 pub struct LedgerSpec {
     pub actual: Streams,
     pub expected: Streams,
-    /// Which of `params`, `grads`, `optimizer_state`, `activations` must equal.
+    /// Which of `params`, `grads`, `optimizer_state`, `activations` must equal (may be empty
+    /// when `steps:` is given: the rows' steps are then all that is judged).
     pub entries: Vec<String>,
+    /// The event traces where each row's call was watched (lesson 03's `ledger.calls`,
+    /// `sweep.calls`): every row of `actual` counts only if the grader saw a whole training step
+    /// (`step` + its `step_done`) at the row's shape in the call that returned it.
+    #[serde(default)]
+    pub steps: Option<Streams>,
+    /// `[ACTUAL, EXPECTED]`: compare an entry only where the submission's rows of trace ACTUAL
+    /// equal the grader's rows of EXPECTED (or were not a number): what a method got right once
+    /// it must get right again on another case; what it got wrong is another criterion's
+    /// (lesson 03's repeated ledger).
+    #[serde(default)]
+    pub where_right: Option<[String; 2]>,
 }
 
 /// The entries a ledger has (besides `peak`, which only CUDA can tell): what `entries:` may name.
@@ -430,7 +442,8 @@ pub struct RankingSpec {
 }
 
 /// `phase`: whole steps of each stream run in a profiler phase (`warmup`, `record`, `none`),
-/// derived from the order of the `profiler {switch}` events; see `checks/profiler.rs`.
+/// derived from the order of the `profiler {switch}` events, or made before the first step seen
+/// recorded with nothing recording (`before_recorded`); see `checks/profiler.rs`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseSpec {
@@ -712,8 +725,8 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             if l.actual.names().len() != l.expected.names().len() || l.actual.names().is_empty() {
                 return Err("actual: and expected: name the same number (≥ 1) of traces".into());
             }
-            if l.entries.is_empty() {
-                return Err("entries: list at least one".into());
+            if l.entries.is_empty() && l.steps.is_none() {
+                return Err("entries: list at least one (or give steps:)".into());
             }
             match l
                 .entries
