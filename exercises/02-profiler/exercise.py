@@ -9,7 +9,8 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 def profile_training(train_step, *, steps=3):
     """Profile exactly `steps` calls of train_step() after a schedule's wait/warm-up steps, calling
-    prof.step() once per step (CUDA activity when available); return the profile object."""
+    prof.step() once per step (CUDA activity when available); return the torch profiler object
+    that recorded those steps (the grader ranks its own copy of that recording, not your object)."""
     # TODO(zh): 用短 schedule（wait、warmup、active=steps），每步之后调用 prof.step()。
     # TODO(en): a short schedule (wait, warmup, active=steps); call prof.step() after every step.
     raise NotImplementedError("TODO: profile_training(train_step, *, steps=3)")

@@ -10,21 +10,25 @@ rubrics/02-profiler.yaml. Probes:
   profile    the submission's profile_training(train_step, steps=...), called twice. Every call
              of the grader's train_step is a `step` event saying whether a profiler was recording
              (`active`, torch's own flag); the profiler's switches are `profiler` events between
-             them. From the returned profile object the grader records its event count, in its
-             own code the ranking top_ops must reproduce (`profile.runN.topK`), and every operator
-             by name with its call count (`profile.runN.calls`; a with_stack profile's
-             Python-function rows, named by frame and address, left out)
+             them; a `recorded` event, sent as a recording stops, for each step whose work (its
+             GEMM calls, as many as a step of the grader's own profile holds, stamped inside the
+             step's window) is in that recording's raw results. From those results — the last
+             recording of the call, parsed by torch's own code in the grader's, never from the
+             object returned, which must merely be the torch profiler holding them — the grader
+             records the event count, the ranking top_ops must reproduce (`profile.runN.topK`),
+             and every operator by name with its call count (`profile.runN.calls`; a with_stack
+             profile's Python-function rows, named by frame and address, left out)
   top_ops    the submission's top_ops(prof, k) for each k and each run (`top_ops.runN.topK`)
   verify     the submission's verify(op, baseline_step, candidate_step) for three candidates
              whose truth the grader knows: fast_right (¼ of the op's work, same output),
              fast_wrong (¼ of the work, wrong output), slow_right (4× the work, same output).
              Every step call is a `step` event (variant baseline/candidate, its input's
              fingerprint `fp` — Rust labels it against the first step's —, whether a profiler
-             was recording); each
-             profiler recording window is a pair of `timer` reads of its own clock
-             (`profiler#N`), so warm-up = whole steps before the first profiled one. The grader
-             times the op inside every call itself, so the submission's per-step numbers are
-             checked against the very calls it profiled.
+             was recording) and, when a recording holds its calls of the op, a `recorded` event;
+             warm-up = whole calls made with nothing recording before the first recorded one
+             (each recording window is also a pair of `timer` reads, `profiler#N`, which no
+             criterion reads now). The grader times the op inside every call itself, so the
+             submission's per-step numbers are checked against the very calls it profiled.
 
 Instrument: when this scenario is loaded (before the submission is imported) the profiler's
 switches in torch.autograd.profiler (_prepare_profiler, _enable_profiler, _disable_profiler —
@@ -33,12 +37,16 @@ switch is a `profiler {switch: prepare|enable|disable}` event in the active trac
 recording window is a pair of `timer` reads (`profiler#N`). The watch keeps no phase: the grader
 derives each step's phase (none → warmup → record → none) in Rust from the order of the switch
 events before it (`phase` check kind), so nothing the submission can reach says "warm-up".
-`profiler.tampered` names any switch that was replaced by the end.
+`profiler.tampered` names any switch that was replaced by the end. `_disable_profiler`'s return —
+torch's raw results of the recording, before the submission gets them back — is kept in the
+watch's record of the call (`CallRecord`): what a recording holds is read there (issue 38: the
+grader's own record, not the submission's object; a paused collection or a profile of other work
+is seen).
 
 Out of the submission's reach (issue 17): the grader's own profile (`reference.*`) is made and
 recorded in `before_submission`, before the submission is imported; its recomputation of each
-returned profile (`profile.runN.*`) is recorded as soon as profile_training returns, before
-top_ops runs; the op time of each verify call is an event of that call (`step_done {op_us}`),
+returned profile (`profile.runN.*`) is made from the grader's own copy of the recording's raw
+results and recorded as soon as profile_training returns, before top_ops runs; the op time of each verify call is an event of that call (`step_done {op_us}`),
 and the per-step mean over the profiled calls is computed in Rust (`per_call` check kind), so no
 Python object holds an answer the submission could rewrite. The candidates' truth (which is
 faster, which is wrong) is the rubric's.
@@ -46,10 +54,15 @@ faster, which is wrong) is the rubric's.
 import itertools
 import math
 import sys
+import time
+from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
 from hashlib import blake2b as _blake2b
+from types import SimpleNamespace as _Namespace
 
 import torch
 import torch.autograd.profiler as _autograd_profiler
+import torch.autograd.profiler_util as _profiler_util
+import torch.profiler.profiler as _torch_profiler
 from safetensors.torch import load_file
 
 from course import Config, TinyGPT
@@ -58,6 +71,21 @@ _allclose = torch.allclose
 _profiler_enabled = torch._C._autograd._profiler_enabled
 _synchronize = torch.cuda.synchronize
 _Event = torch.cuda.Event
+# what the grader reads of a profiler's results, bound before the submission is imported: torch's
+# own parser of a recording's raw results and its event list (the same code `key_averages()`
+# runs), the clock torch stamps every recorded event with (unix ns), the profile types
+_time_ns = time.time_ns
+_parse_kineto = _autograd_profiler.profile._parse_kineto_results
+_EventList = _profiler_util.EventList
+_CUDA = torch.profiler.ProfilerActivity.CUDA
+_PROFILES = {
+    _torch_profiler.profile: "profiler",  # torch.profiler.profile: its autograd profile inside
+    _torch_profiler._KinetoProfile: "profiler",
+    _autograd_profiler.profile: None,  # torch.autograd.profiler.profile: itself
+}
+# the ops whose recorded calls prove a training step's work was recorded (its GEMMs: every
+# linear, attention product and their gradients)
+MATMULS = frozenset({"aten::mm", "aten::addmm", "aten::bmm"})
 _lib = sys.modules.get("grade_lib")  # the driver loads lib.py before this module
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
@@ -75,15 +103,37 @@ ROLES = ("baseline", "candidate")
 CANDIDATES = ("fast_right", "fast_wrong", "slow_right")
 
 
+class CallRecord:
+    """What the grader saw of one call of the submission's function (kept in the watch, never
+    handed over): the steps it ran, each with its window on torch's event clock, and the raw
+    results of every recording that stopped during the call, as torch returned them."""
+
+    def __init__(self):
+        self.pending = []  # (id, variant, t0, t1, {op: calls needed} or None: the watch's)
+        self.windows = []  # (results, activities) of each recording stopped, in order
+        self.credited = []  # (id, variant, {op: calls}, index of the recording) of each step seen recorded
+
+
 class ProfilerWatch:
     """Wraps the profiler's switches: a `profiler {switch}` event per real switch, and the
-    recording windows as `timer` pairs. No phase is kept here (see the module docstring)."""
+    recording windows as `timer` pairs. No phase is kept here (see the module docstring).
+
+    Each recording's results (`_disable_profiler`'s return, straight from torch) are the
+    grader's record of what was profiled: a step that ran inside the recording counts as
+    recorded (a `recorded {id, variant, ops}` event, sent as the recording stops) only when the
+    results hold its work — for each of its ops, at least as many calls as the step makes,
+    stamped inside its window — so a step run while collection was paused (even for part of
+    it), or under a profiler that records no CPU ops, is not;
+    and the profile the submission returns is ranked from these results, never from the object."""
 
     NAMES = ("_prepare_profiler", "_enable_profiler", "_disable_profiler")
 
     def __init__(self):
         self.ctx = None
         self.windows = 0
+        self.call = None  # CallRecord of the submission's call running now
+        self.activities = None  # of the recording running now
+        self.step_need = None  # {GEMM: calls} of one training step, from the grader's own profile
         self.real = {n: getattr(_autograd_profiler, n) for n in self.NAMES}
         self.mine = {}
         for n in self.NAMES:
@@ -91,6 +141,19 @@ class ProfilerWatch:
             wrapper.__func__.__wrapped__ = self.real[n]
             self.mine[n] = wrapper
             setattr(_autograd_profiler, n, wrapper)
+
+    def begin(self):
+        self.call = CallRecord()
+
+    def end(self):
+        rec, self.call = self.call, None
+        return rec
+
+    def ran(self, k, variant, t0, t1, need=None):
+        """A step the grader handed over ran from t0 to t1 (torch's event clock); `need`: the
+        calls of each op its work makes (None: a training step, `step_need`)."""
+        if self.call is not None:
+            self.call.pending.append((k, variant, t0, t1, need))
 
     def _event(self, kind, **fields):
         if self.ctx is not None:
@@ -107,6 +170,7 @@ class ProfilerWatch:
 
     def _enable_profiler(self, *args, **kwargs):
         out = self.real["_enable_profiler"](*args, **kwargs)
+        self.activities = args[1] if len(args) > 1 else kwargs.get("activities")
         self.windows += 1
         self._event("profiler", switch="enable")
         self._mark(f"profiler#{self.windows}")
@@ -115,7 +179,46 @@ class ProfilerWatch:
     def _disable_profiler(self, *args, **kwargs):
         self._mark(f"profiler#{self.windows}")
         self._event("profiler", switch="disable")
-        return self.real["_disable_profiler"](*args, **kwargs)
+        stop = _time_ns()
+        result = self.real["_disable_profiler"](*args, **kwargs)
+        if self.call is not None:
+            self.call.windows.append((result, frozenset(self.activities or ())))
+            self._credit(result, stop)
+        return result
+
+    def _credit(self, result, stop):
+        """The steps that ended before this recording stopped, judged against its results."""
+        rec = self.call
+        judged = [p for p in rec.pending if p[3] <= stop]
+        rec.pending = [p for p in rec.pending if p[3] > stop]
+        if not judged:
+            return
+        needs = [self.step_need if p[4] is None else p[4] for p in judged]
+        names = frozenset(MATMULS).union(*(n for n in needs if n))
+        stamps = {}
+        for e in result.events():
+            n = e.name()
+            if n in names:
+                stamps.setdefault(n, []).append(e.start_ns())
+        for v in stamps.values():
+            v.sort()
+        window = len(rec.windows) - 1
+        for (k, variant, t0, t1, _), need in zip(judged, needs):
+            ops = {}
+            for n in names if need is None else need:
+                v = stamps.get(n, ())
+                ops[n] = _bisect_right(v, t1) - _bisect_left(v, t0)
+            if need is None:  # the grader's own profile, measuring what a step makes
+                ok = sum(ops.values()) > 0
+            else:
+                ok = all(ops[n] >= c for n, c in need.items())
+            if ok:
+                rec.credited.append((k, variant, ops, window))
+                total = sum(ops.values())
+                if variant is None:
+                    self._event("recorded", id=k, ops=total)
+                else:
+                    self._event("recorded", id=k, variant=variant, ops=total)
 
     def tampered(self):
         return [n for n in self.NAMES if getattr(_autograd_profiler, n) is not self.mine[n]]
@@ -124,11 +227,12 @@ class ProfilerWatch:
 WATCH = ProfilerWatch()  # installed now: the scenario is loaded before the submission
 
 
-def ranking(prof, cuda):
-    """The grader's own ranking of a profile: key_averages() rows by self time (device time on
-    CUDA), ProfilerStep rows excluded; stable sort, as sorted(..., reverse=True) orders ties."""
+def ranking(events, cuda):
+    """The grader's own ranking of a recording: its key_averages() rows (torch's EventList, as
+    `prof.key_averages()` makes them) by self time (device time on CUDA), ProfilerStep rows
+    excluded; stable sort, as sorted(..., reverse=True) orders ties."""
     rows = []
-    for e in prof.key_averages():
+    for e in events.key_averages():
         if e.key.startswith("ProfilerStep"):
             continue
         t = e.self_device_time_total if cuda else e.self_cpu_time_total
@@ -137,12 +241,46 @@ def ranking(prof, cuda):
     return rows
 
 
-def operator_rows(prof, rows):
+def operator_rows(events, rows):
     """`rows` without the Python-function rows of a `with_stack=True` profile: their names carry
     frames and memory addresses (`<built-in method ... at 0x...>`, `file.py(N): f`), so two runs
     of the same work never name them alike. What a run recorded is its operators."""
-    python = {e.name for e in prof.events() if getattr(e, "is_python_function", False)}
+    python = {e.name for e in events if getattr(e, "is_python_function", False)}
     return [r for r in rows if r["name"] not in python]
+
+
+def recorded_events(prof, rec):
+    """The grader's own record of the profile profile_training() returned: torch's parse of the
+    raw results of the last recording that stopped during the call (what a torch profile object
+    reports: a profiler that records again starts a new profile), as an EventList; or the reason
+    there is none (a str). The returned object must be the torch profiler whose results those
+    are; anything else (an object of the submission's own, a profile of other work) is not the
+    profile of this call. Nothing is read from the object but which results it holds."""
+    if not rec.windows:
+        return "profile_training() recorded nothing: no profiler recording stopped during the call"
+    result, activities = rec.windows[-1]
+    elsewhere = [k for k, _, _, w in rec.credited if w != len(rec.windows) - 1]
+    if elsewhere:
+        return (
+            f"profile_training() recorded {len(elsewhere)} training step(s) in a recording before its last one: "
+            "the profile it returns (a torch profile holds its last recording) must hold the recorded steps"
+        )
+    kind = type(prof)
+    if kind not in _PROFILES:
+        return (
+            "profile_training() must return the torch.profiler.profile object that recorded the steps; "
+            f"got {kind.__name__}"
+        )
+    inner = getattr(prof, _PROFILES[kind]) if _PROFILES[kind] else prof
+    if getattr(inner, "kineto_results", None) is not result:
+        return (
+            "profile_training() must return the profiler that recorded the steps: the object returned "
+            "does not hold the last recording made during the call"
+        )
+    use_device = getattr(inner, "use_device", None)
+    events = _EventList(_parse_kineto(_Namespace(use_device=use_device), result), use_device=use_device)
+    events._build_tree()
+    return events, activities
 
 
 def least_cost(prof, cuda):
@@ -237,67 +375,92 @@ class Lesson:
         model.load_state_dict(self.weights, strict=True)
         return model.to(self.device).train()
 
-    def train_step(self, _enabled=_profiler_enabled):
+    def train_step(self, _enabled=_profiler_enabled, _watch=WATCH, _now=_time_ns):
         """One training step (zero_grad, forward + loss, backward) of a fresh model; every call
-        is a `step` event saying whether a profiler was recording (torch's own flag)."""
+        is a `step` event saying whether a profiler was recording (torch's own flag), and its
+        window is handed to the watch, which sends `recorded` when a recording holds its GEMMs."""
         ctx, model, batch = self.ctx, self.model(), self.batch
         ids = itertools.count()
 
         def train_step():
             k = next(ids)
+            t0 = _now()
             ctx.event("step", id=k, active=bool(_enabled()))
             model.zero_grad(set_to_none=True)
             _, loss = model(batch["idx"], batch["targets"])
             loss.backward()
+            t1 = _now()
             ctx.event("step_done", id=k)
+            _watch.ran(k, None, t0, t1)
             return loss.detach()
 
         return train_step
 
     # -- probes -------------------------------------------------------------------------------
-    def reference(self, _least=least_cost):
+    def reference(self, _least=least_cost, _watch=WATCH):
         """The grader's own profile of the same training step (run before the submission is
         imported when the driver has `before_submission`), ranked by each op's least-per-call
-        cost (see `least_cost`). Recorded at once, nothing kept."""
+        cost (see `least_cost`), and the GEMM calls one recorded step holds (`reference.step_ops`:
+        what a step of the submission's profile must hold to count as recorded). Recorded at
+        once; the watch keeps the step count."""
         steps = int(self.ctx.params["steps"])
         step = self.train_step()
         sched = torch.profiler.schedule(wait=1, warmup=1, active=steps)
-        with torch.profiler.profile(activities=self.activities(), schedule=sched, record_shapes=True) as prof:
-            for _ in range(2 + steps):
-                step()
-                prof.step()
+        _watch.step_need = None
+        _watch.begin()
+        try:
+            with torch.profiler.profile(activities=self.activities(), schedule=sched, record_shapes=True) as prof:
+                for _ in range(2 + steps):
+                    step()
+                    prof.step()
+        finally:
+            rec = _watch.end()
+        # each GEMM's calls in one recorded step (the least over the recorded steps: all alike)
+        need = {}
+        for _, _, ops, _ in rec.credited:
+            for n, c in ops.items():
+                need[n] = min(need.get(n, c), c)
+        _watch.step_need = {n: c for n, c in need.items() if c > 0} or {"aten::mm": 1}
+        self.ctx.metric("reference.step_ops", sum(_watch.step_need.values()))
         self.ctx.metric("reference.events", len(prof.events()))
         self.ctx.traces["reference.top"] = _least(prof, self.cuda)[:20]
 
-    def profile(self, _ranking=ranking, _operators=operator_rows):
+    def profile(self, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events, _watch=WATCH):
+        """profile_training() twice. What is judged of each call is the grader's own record of
+        it (see `recorded_events`): its steps seen recorded (`recorded` events), and the ranking,
+        event count, calls and activities of the last recording it made, parsed from torch's raw
+        results by the grader, never read from the object returned."""
         fn = self.need("profile_training")
         ctx = self.ctx
         steps = int(ctx.params["steps"])
         for run in ("run1", "run2"):
             step = self.train_step()
             ctx.trace = trace = []
+            _watch.begin()
             try:
                 prof = fn(step, steps=steps)
+            except BaseException:
+                ctx.traces[f"profile.{run}"] = trace  # what the call did before it failed
+                raise
             finally:
                 ctx.trace = None
-                ctx.traces[f"profile.{run}"] = trace
-            if not (hasattr(prof, "key_averages") and hasattr(prof, "events")):
-                raise ProbeFailed(
-                    f"profile_training() must return the torch.profiler.profile object; got {type(prof).__name__}"
-                )
+                rec = _watch.end()
+            seen = _recorded(prof, rec)
+            if isinstance(seen, str):  # not the profile of this call: none of the call is judged
+                raise ProbeFailed(seen)
+            events, activities = seen
+            ctx.traces[f"profile.{run}"] = trace
             self.profiles[run] = prof
             # the grader's answers about this profile, recorded before top_ops() sees it
-            ctx.metric(f"profile.{run}.events", len(prof.events()))
-            rows = _ranking(prof, self.cuda)
+            ctx.metric(f"profile.{run}.events", len(events))
+            rows = _ranking(events, self.cuda)
             # every operator of the profile by name, with its call count: what the two runs
             # recorded (a with_stack profile's Python-function rows left out: `operator_rows`)
-            ctx.traces[f"profile.{run}.calls"] = sorted(_operators(prof, rows), key=lambda r: r["name"])
+            ctx.traces[f"profile.{run}.calls"] = sorted(_operators(events, rows), key=lambda r: r["name"])
             for k in ctx.params["k"]:
                 ctx.traces[f"profile.{run}.top{int(k)}"] = rows[: int(k)]
             if self.cuda:
-                acts = getattr(prof, "activities", None) or []
-                has = torch.profiler.ProfilerActivity.CUDA in acts
-                ctx.metric(f"profile.{run}.cuda_activity", "yes" if has else "no")
+                ctx.metric(f"profile.{run}.cuda_activity", "yes" if _CUDA in activities else "no")
 
     def top_ops(self, _number=number):
         fn = self.need("top_ops")
@@ -329,7 +492,7 @@ class Lesson:
                     )
                 self.ctx.traces[f"top_ops.{run}.top{k}"] = rows
 
-    def verify(self, _number=number, _boolean=boolean, _enabled=_profiler_enabled):
+    def verify(self, _number=number, _boolean=boolean, _enabled=_profiler_enabled, _watch=WATCH, _now=_time_ns):
         fn = self.need("verify")
         ctx = self.ctx
         v = ctx.params["verify"]
@@ -365,19 +528,24 @@ class Lesson:
 
             return body
 
+        # each body with the calls of the op it makes: a recording holds a call's work when it
+        # holds that many calls of the op inside the call's window
         bodies = {
-            "baseline": repeat(work),
-            "fast_right": repeat(1),
-            "fast_wrong": repeat(1, WT),  # x @ W.T: same cost as x @ W, wrong answer
-            "slow_right": repeat(work * work),
+            "baseline": (repeat(work), work),
+            "fast_right": (repeat(1), 1),
+            "fast_wrong": (repeat(1, WT), 1),  # x @ W.T: same cost as x @ W, wrong answer
+            "slow_right": (repeat(work * work), work * work),
         }
 
         for cand in CANDIDATES:
             ids = itertools.count()  # step ids, shared by both steps of this verify call
 
             def wrap(role, body, ids=ids):
+                body, need = body
+
                 def step(x):
                     k = next(ids)
+                    t0 = _now()
                     active = bool(_enabled())
                     # the input's fingerprint, sent as the step begins; Rust compares it with the
                     # first step's of this call (what "the same input" means), so no reference
@@ -385,14 +553,16 @@ class Lesson:
                     ctx.event("step", id=k, variant=role, fp={"x": _fingerprint(x)}, active=active)
                     acc = []
                     out = body(x, acc)
+                    t1 = _now()
                     if cuda:
                         _synchronize()
                         secs = sum(a.elapsed_time(b) for a, b in acc) / 1e3
                     else:
                         secs = sum(acc)
                     # the op's time in this call: the grader's per-step figure for the profiled
-                    # calls is the mean of these over the calls made while recording (Rust)
+                    # calls is the mean of these over the calls it saw recorded (Rust)
                     ctx.event("step_done", id=k, op_us=secs * 1e6)
+                    _watch.ran(k, role, t0, t1, {"aten::mm": need})  # what `x @ w` records
                     return out
 
                 step.make_input = make_input
@@ -401,10 +571,12 @@ class Lesson:
             baseline_step = wrap("baseline", bodies["baseline"])
             candidate_step = wrap("candidate", bodies[cand])
             ctx.trace = trace = []
+            _watch.begin()
             try:
                 result = fn(op, baseline_step, candidate_step)
             finally:
                 ctx.trace = None
+                _watch.end()
                 ctx.traces[f"verify.{cand}"] = trace
             if not isinstance(result, dict):
                 raise ProbeFailed(f"verify() must return a dict; got {type(result).__name__}")

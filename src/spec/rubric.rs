@@ -793,9 +793,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             }
         }
         Check::Phase(p) => {
-            if !["warmup", "record", "none"].contains(&p.phase.as_str()) {
+            if !["warmup", "record", "none", "before_recorded"].contains(&p.phase.as_str()) {
                 return Err(format!(
-                    "phase: `{}` is none of warmup, record, none",
+                    "phase: `{}` is none of warmup, record, none, before_recorded",
                     p.phase
                 ));
             }
