@@ -227,6 +227,35 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
     let cases: Vec<(Change, &str)> = vec![
         (Change::Add("host.train.long", rb(), 3), "train_readbacks"),
         (Change::Add("host.train.short", rb(), 3), "train_readbacks"),
+        // issue 38: every call is watched the same way, the grader's timed calls and its own
+        // profiled call too (a per-step read-back in each of the 12 timed calls)
+        (
+            Change::Add("host.timing", rb().with("who", "train").with("call", 3), 48),
+            "train_readbacks",
+        ),
+        (
+            Change::Add("host.profile.grader.train", rb(), 3),
+            "train_readbacks",
+        ),
+        (
+            Change::Add(
+                "host.timing",
+                factory().with("who", "train").with("call", 3),
+                48,
+            ),
+            "no_constants_in_loop",
+        ),
+        (
+            Change::Add(
+                "host.timing",
+                Event::new("kept_graph")
+                    .with("steps", 2)
+                    .with("line", 20)
+                    .with("who", "train"),
+                1,
+            ),
+            "loss_detached",
+        ),
         // read-backs hidden from the function mode still show in the grader's own profile
         (
             Change::Metric("profile.grader.train", json!(4)),
@@ -439,6 +468,20 @@ const PATHS: &[(&str, &str, usize, usize, usize)] = &[
         4,
         1,
     ),
+    // issue 38: on CPU the device boundary behaves like a device. A view of the device memory
+    // handed to host code is a copy, read back (numpy's DLPack import, an alias kept across
+    // writes); a tensor computed from any device data is device data; device data written into
+    // host memory is read back; a shape read from the data (a boolean mask) is a read-back by
+    // torch's own op tags; a call that takes no tensor and returns one makes a constant
+    ("dlpack", "numpy.from_dlpack(v)", 1, 80, 0),
+    ("numpy_alias", "a = v.numpy(); v.add_(1); float(a[0, 0])", 1, 80, 0),
+    ("host_plus_device", "h = v.cpu(); (h + v).tolist()", 2, 160, 0),
+    ("host_copy_in", "h = v.cpu(); a = h.numpy(); h.copy_(v); float(a[0, 0])", 2, 160, 0),
+    ("host_setitem", "h = v.cpu(); h[0] = v[0]; h.tolist()", 2, 160, 0),
+    ("host_only_math", "h = v.cpu(); (h * 2).sum().item(); h.tolist()", 1, 80, 0),
+    ("mask_len", "len(v[v > 0])", 1, 8, 0),
+    ("long_index", "v[(s * 0).long().reshape(1)]", 0, 0, 0),
+    ("randn_fill", "torch.randn(()).fill_(3)", 0, 0, 1),
     // the tables are frozen and bound when lib.py loads: replacing them changes nothing
     (
         "tables_replaced",

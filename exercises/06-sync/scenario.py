@@ -33,11 +33,11 @@ events (Rust counts them), the greedy decode in libtorch (src/reference/).
 import importlib.util
 import itertools
 import math
-import numbers
 import os
 import random
 import statistics
 
+import numpy as np
 import torch
 from safetensors.torch import load_file
 from torch.profiler import ProfilerActivity, profile as _profile
@@ -51,6 +51,20 @@ _profiler_enabled = torch._C._autograd._profiler_enabled
 _is_grad_enabled = torch.is_grad_enabled
 _draw = random.SystemRandom().randrange  # from os.urandom: no state the submission could read
 ProbeFailed = Exception  # replaced by the driver's class in run()
+
+
+def _scalar(ctx, v, integral=False):
+    """Is `v` exactly a Python or numpy number (an int where `integral`)? Judged by its type
+    alone: nothing of the submission's runs (no `__float__`, no `numbers.Real` registration)."""
+    if type(v) in (torch.Tensor, torch.nn.Parameter, np.ndarray):
+        return False  # a tensor (or array) in the list only postpones its read-back
+    if integral and type(v) in (float, np.float16, np.float32, np.float64):
+        return False
+    try:
+        ctx.lib.number(v, integral=integral)
+    except ctx.lib.NotANumber:
+        return False
+    return True
 
 
 def _load_baseline():
@@ -103,10 +117,15 @@ class Lesson:
         if self.device.type == "cuda":
             _synchronize()
 
-    def observed(self, stream, who, fn):
+    def counter(self, who, marks=None, tag=None):
+        """The grader's read-back counter for `who`'s file (`lib.HostReads`); `marks` the step
+        marks of the model trained (`lib.step_marks`), `tag` fields added to every event."""
+        return self.ctx.lib.HostReads(self.ctx, self.files(who), self.device, marks=marks, tag=tag)
+
+    def observed(self, stream, who, fn, marks=None):
         """fn() under the grader's read-back counter for `who`'s file; events into `stream`."""
         ctx = self.ctx
-        counter = ctx.lib.HostReads(ctx, self.files(who), self.device)
+        counter = self.counter(who, marks)
         ctx.trace = trace = []
         try:
             with counter:
@@ -125,16 +144,10 @@ class Lesson:
         return self.baseline.train if who == "baseline" else self.need("train")
 
     def mark_steps(self, model):
-        """Marks each forward's loss (its autograd node's metadata, `lib.STEP_MARK`), so a
-        read-back whose graph reaches several steps' losses shows as `kept_graph`."""
-        mark, k = self.ctx.lib.STEP_MARK, itertools.count()
-
-        def hook(module, args, out):
-            loss = out[1] if isinstance(out, tuple) and len(out) > 1 else None
-            if isinstance(loss, torch.Tensor) and loss.grad_fn is not None:
-                loss.grad_fn.metadata[mark] = next(k)
-
-        return model.register_forward_hook(hook)
+        """Numbers each forward's loss in a table of the grader's (`lib.step_marks`: nothing is
+        written on the node), so a read-back whose graph reaches several steps' losses shows as
+        `kept_graph`. Returns (marks, hook handle)."""
+        return self.ctx.lib.step_marks(model)
 
     def train_runs(self, who):
         """Both runs of `who`'s train(); the first bad return value fails the probe at the end."""
@@ -146,9 +159,9 @@ class Lesson:
             model = self.model()
             opt = self.optimizer(model)
             batches = self.batches(steps)
-            hook = self.mark_steps(model)
+            marks, hook = self.mark_steps(model)
             logged, counter = self.observed(
-                f"host.{who}.{run}", who, lambda: fn(model, batches, opt, log_every=log_every)
+                f"host.{who}.{run}", who, lambda: fn(model, batches, opt, log_every=log_every), marks
             )
             hook.remove()
             self.record_counts(f"{who}.{run}", counter)
@@ -156,11 +169,11 @@ class Lesson:
                 ctx.save_tensor(f"params/{who}/{run}/{name}", p)
             if who == "baseline":
                 ctx.metric(f"{run}.expected_logs", math.ceil(steps / log_every))
-            ok = isinstance(logged, (list, tuple)) and all(
-                isinstance(v, numbers.Real) and not isinstance(v, bool) for v in logged
-            )
+            # exactly a list (or tuple) of Python or numpy numbers: nothing of the submission's own
+            # runs when the grader reads them (a lazy object, a list whose iteration reads back)
+            ok = type(logged) in (list, tuple) and all(_scalar(ctx, v) for v in logged)
             if not ok:
-                kinds = sorted({type(v).__name__ for v in logged}) if isinstance(logged, (list, tuple)) else []
+                kinds = sorted({type(v).__name__ for v in logged}) if type(logged) in (list, tuple) else []
                 errors.append(
                     f"train() must return a list of Python floats; got {type(logged).__name__}"
                     + (f" of {', '.join(kinds)}" if kinds else "")
@@ -174,8 +187,9 @@ class Lesson:
             raise ProbeFailed(errors[0])
 
     def profile_job(self, who, extra_reads=0):
-        """A fresh train() of `profile_steps` steps for `who`, ready to call; then `extra_reads`
-        read-backs of the grader's own (one `.item()` each)."""
+        """A fresh train() of `profile_steps` steps for `who`, ready to call, and its step marks:
+        (job, marks, hook); then `extra_reads` read-backs of the grader's own (one `.item()`
+        each). The caller runs it under the read-back counter (every call is watched)."""
         steps = int(self.p["profile_steps"])
         log_every = int(self.p["log_every"])
         train = self.train_fn(who)
@@ -183,6 +197,7 @@ class Lesson:
         opt = self.optimizer(model)
         batches = self.batches(steps)
         value = torch.zeros((), device=self.device)
+        marks, hook = self.mark_steps(model)
 
         def job():
             out = train(model, batches, opt, log_every=log_every)
@@ -190,19 +205,28 @@ class Lesson:
                 value.item()
             return out
 
-        return job
+        return job, marks, hook
 
     def grader_profile(self, who, extra_reads=0, key=None):
-        """The grader's own torch.profiler count of sync events for one `who` job (`profile_job`);
-        recorded at once (as `key`, default `profile.grader.<who>`), no copy kept."""
+        """The grader's own torch.profiler count of sync events for one `who` job (`profile_job`),
+        watched by the read-back counter as every call is (`host.<key>`); recorded at once (as
+        `key`, default `profile.grader.<who>`), no copy kept."""
+        ctx = self.ctx
+        key = key or f"profile.grader.{who}"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
-        run = self.profile_job(who, extra_reads)
-        with _profile(activities=activities) as prof:
-            run()
+        run, marks, hook = self.profile_job(who, extra_reads)
+        ctx.trace = trace = []
+        try:
+            with _profile(activities=activities) as prof, self.counter(who, marks):
+                run()
+        finally:
+            hook.remove()
+            ctx.trace = None
+            ctx.traces[f"host.{key}"] = trace
         # the profiler's raw events (what prof.events() is built from, without its slow
         # Python post-processing)
         events = prof.profiler.kineto_results.events()
-        self.ctx.metric(key or f"profile.grader.{who}", sum(1 for e in events if e.name() in SYNC_EVENTS))
+        ctx.metric(key, sum(1 for e in events if e.name() in SYNC_EVENTS))
 
     # -- probes -------------------------------------------------------------------------------
     def train(self):
@@ -225,14 +249,13 @@ class Lesson:
         tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps))
         hook.remove()
         self.record_counts("generate", counter)  # shown only
-        if not isinstance(tokens, (list, tuple)) or not all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in tokens
-        ):
+        if type(tokens) not in (list, tuple) or not all(_scalar(ctx, v, integral=True) for v in tokens):
             raise ProbeFailed(
                 f"generate() must return a list of Python ints; got {type(tokens).__name__}"
-                + (f" of {sorted({type(v).__name__ for v in tokens})}" if isinstance(tokens, (list, tuple)) else "")
+                + (f" of {sorted({type(v).__name__ for v in tokens})}" if type(tokens) in (list, tuple) else "")
             )
-        ctx.save_tensor("decode/submission/tokens", torch.tensor([int(v) for v in tokens], dtype=torch.int64))
+        values = [ctx.lib.number(v, integral=True) for v in tokens]
+        ctx.save_tensor("decode/submission/tokens", torch.tensor(values, dtype=torch.int64))
 
     def timing(self):
         """Baseline and submission train() in adjacent pairs (the order alternating), one log
@@ -245,38 +268,66 @@ class Lesson:
         model through every call, each call on batches rolled by an offset drawn from os.urandom
         as it starts (the same for both sides of a pair), so no call's result can be known or
         made ahead of it; both sides' parameters after the last call are sent
-        (`timing/params/<who>`) and must be equal."""
+        (`timing/params/<who>`) and must be equal.
+
+        Every timed call is watched as every other call is (the read-back counter, the step
+        marks): its read-backs, constants and kept graphs go to `host.timing` tagged with `who`
+        and `call`, held to the same contract as the train probe's runs (`timing.max_readbacks`,
+        `timing.max_factories`, sent before the first call). The counter is entered before the
+        opening clock read and left after the closing one, the same for both sides."""
         t = self.p["timing"]
         clock = self.ctx.cost_clock
         log_every, steps = int(self.p["log_every"]), int(t["steps"])
         seq_len = int(self.ctx.model_cfg["seq_len"])
         variants = ("baseline", "train")
-        setups = {}
+        setups, hooks = {}, []
         for who in variants:
             model = self.model()
-            setups[who] = (self.train_fn(who), model, self.optimizer(model))
+            marks, hook = self.mark_steps(model)
+            hooks.append(hook)
+            setups[who] = (self.train_fn(who), model, self.optimizer(model), marks)
+        calls = int(t["warmup"]) + int(t["pairs"])  # per side
+        per_call = math.ceil(steps / log_every) + int(self.p["readback_allowance"])
+        self.ctx.metric("timing.calls", calls)
+        self.ctx.metric("timing.max_readbacks", calls * per_call)
+        self.ctx.metric("timing.max_factories", calls * (steps - 1))  # fewer than one per step
+        count = {who: itertools.count() for who in variants}
+
+        def watch(who):
+            marks = setups[who][3]
+            return self.counter(who, marks, tag={"who": who, "call": next(count[who])})
 
         def once(who, batches):
-            fn, model, opt = setups[who]
+            fn, model, opt, _ = setups[who]
             return fn(model, batches, opt, log_every=log_every)
 
         def drawn():
             offset = _draw(seq_len)
             return {who: self.batches(steps, offset) for who in variants}
 
-        for _ in range(int(t["warmup"])):
-            batches = drawn()
-            for who in variants:
-                once(who, batches[who])
-        samples = {who: [] for who in variants}
-        for r in range(int(t["pairs"])):
-            batches = drawn()
-            for who in variants if r % 2 == 0 else variants[::-1]:
-                self.sync()
-                t0 = clock()
-                once(who, batches[who])
-                self.sync()
-                samples[who].append(clock() - t0)
+        self.ctx.trace = trace = []
+        try:
+            for _ in range(int(t["warmup"])):
+                batches = drawn()
+                for who in variants:
+                    with watch(who):
+                        once(who, batches[who])
+            samples = {who: [] for who in variants}
+            for r in range(int(t["pairs"])):
+                batches = drawn()
+                for who in variants if r % 2 == 0 else variants[::-1]:
+                    counter = watch(who)
+                    self.sync()
+                    with counter:
+                        t0 = clock()
+                        once(who, batches[who])
+                        self.sync()
+                        samples[who].append(clock() - t0)
+        finally:
+            for hook in hooks:
+                hook.remove()
+            self.ctx.trace = None
+            self.ctx.traces["host.timing"] = trace
         for who in variants:
             for name, p in setups[who][1].named_parameters():
                 self.ctx.save_tensor(f"timing/params/{who}/{name}", p)
@@ -299,7 +350,7 @@ class Lesson:
         extra = _draw(int(self.p["count_syncs_extra_reads"]))  # the same for both: their difference stays
         ctx.metric("count_syncs.extra_reads", extra)
         for who in ("baseline", "train"):
-            inner = self.profile_job(who, extra)
+            inner, marks, hook = self.profile_job(who, extra)
 
             def fn(inner=inner):
                 start = bool(_profiler_enabled())
@@ -310,11 +361,15 @@ class Lesson:
 
             ctx.trace = trace = []
             try:
-                n = count_syncs(fn)
+                # count_syncs() and the train() inside it watched as every call is: its
+                # read-backs, constants and kept graphs in the same stream as the `call` events
+                with self.counter(who, marks):
+                    n = count_syncs(fn)
             except Exception as e:  # the other count still runs
                 errors.append(f"count_syncs() raised {type(e).__name__}: {str(e)[:200]}")
                 continue
             finally:
+                hook.remove()
                 ctx.trace = None
                 ctx.traces[f"count_syncs.{who}"] = trace
             try:

@@ -15,6 +15,7 @@ lessons need, so it is written once:
   (checkpoint calls, autograd on/off, the checkpointing flag when the grader set it), so rules such
   as "one checkpoint per block in every forward where autograd records" hold in every probe.
 """
+import numpy as _np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
@@ -26,6 +27,12 @@ _equal = torch.equal  # captured before any submission code runs
 _saved_tensors_hooks = torch.autograd.graph.saved_tensors_hooks
 
 
+# what `number()` accepts besides Python's int and float: numpy's scalar types, exactly
+_NP_INTS = frozenset((_np.int8, _np.int16, _np.int32, _np.int64, _np.uint8, _np.uint16, _np.uint32,
+                       _np.uint64))
+_NP_FLOATS = frozenset((_np.float16, _np.float32, _np.float64))
+
+
 class NotANumber(TypeError):
     """A value the contract asks to be a number is not one; the message says what it was."""
 
@@ -34,36 +41,35 @@ def number(value, *, integral=False, what="value"):
     """`value` as a plain Python `int` (integral) or `float`, or `NotANumber`.
 
     The one place every lesson turns a submission's number into the grader's: whatever the
-    contract calls a number is accepted as any `numbers.Integral` / `numbers.Real` (Python, numpy
-    scalars such as `np.int64(13)` or `np.float32(0.5)`), a one-element numpy array or a 0-d / one-
-    element tensor. `bool` is refused (it is an `int` in Python but never a count or a time). An
-    integral value must be a whole number: `13.0` is accepted as `13`, `13.5` is not."""
-    import numbers
-
+    contract calls a number is accepted as exactly a Python `int` or `float`, a numpy scalar
+    (`np.int64(13)`, `np.float32(0.5)`), a one-element numpy array or a 0-d / one-element tensor
+    (a plain `torch.Tensor`): nothing else, so no object of the submission's own (a class
+    registered as `numbers.Real`, a subclass of float) runs code when the grader reads it. `bool`
+    is refused (it is an `int` in Python but never a count or a time). An integral value must be a
+    whole number: `13.0` is accepted as `13`, `13.5` is not."""
     v = value
-    if isinstance(v, torch.Tensor):
+    if type(v) in (torch.Tensor, torch.nn.Parameter):
         if v.numel() != 1:
             raise NotANumber(f"{what} is a tensor of {v.numel()} elements, not one number")
         v = v.detach().cpu().reshape(()).tolist()
-    elif hasattr(v, "dtype") and hasattr(v, "shape") and hasattr(v, "item") and not isinstance(v, numbers.Number):
-        try:  # a numpy array
-            if int(getattr(v, "size", 1)) != 1:
-                raise NotANumber(f"{what} is an array of {v.size} elements, not one number")
-            v = v.item()
-        except (TypeError, ValueError) as e:
-            raise NotANumber(f"{what} is {type(value).__name__}, not a number") from e
-    if isinstance(v, bool) or (type(v).__name__ == "bool_"):
+    elif type(v) is _np.ndarray:
+        if v.size != 1:
+            raise NotANumber(f"{what} is an array of {v.size} elements, not one number")
+        v = v.reshape(()).item()
+    t = type(v)
+    if t is bool or t is _np.bool_:
         raise NotANumber(f"{what} is a bool ({value!r}), not a number")
-    if isinstance(v, numbers.Integral):
+    if t is int or t in _NP_INTS:
         return int(v)
-    if isinstance(v, numbers.Real):
+    if t is float or t in _NP_FLOATS:
         f = float(v)
         if integral:
             if f != f or f in (float("inf"), float("-inf")) or not f.is_integer():
                 raise NotANumber(f"{what} is {value!r}, not a whole number")
             return int(f)
         return f
-    raise NotANumber(f"{what} is {type(value).__name__} ({repr(value)[:60]}), not a number")
+    raise NotANumber(f"{what} is {type(value).__name__}, not a number (a Python int or float, a numpy "
+                     "scalar, or a one-element tensor or array)")
 
 
 def saved_bytes(model, fn):
@@ -286,46 +292,136 @@ _TORCH_DIR = _os.path.dirname(torch.__file__) + _os.sep
 # name here) afterwards changes nothing that is counted.
 
 # Calls through which a tensor's value reaches Python (on CUDA each one waits for the device):
-# name -> bytes read: "one" element, "all" elements, or a fixed count.
+# name -> bytes read: "one" element, "all" elements, or a fixed count. What is not named here is
+# still seen when it crosses the boundary (`_crosses`: torch's own tags of the aten ops it ran).
 READBACKS = _Frozen({
     "item": "one", "__bool__": "one", "__float__": "one", "__int__": "one", "__index__": "one",
     "__complex__": "one", "__contains__": "one",
-    "tolist": "all", "numpy": "all", "__array__": "all", "__repr__": "all", "__format__": "all",
-    "__reduce_ex__": "all", "cpu": "all", "to": "all",
+    "tolist": "all", "numpy": "all", "__array__": "all", "__dlpack__": "all", "__repr__": "all",
+    "__format__": "all", "__reduce_ex__": "all", "cpu": "all", "to": "all",
     "equal": 1, "allclose": 1,
     "nonzero": 8, "argwhere": 8, "masked_select": 8, "unique": 8, "unique_consecutive": 8,
 })
-# Tensors created from Python numbers, lists or shapes (the same constant made again and again).
+# Tensors made from another tensor's shape, not its values (`zeros_like`, `new_full`, ...), and the
+# usual constructors; any other call that takes no tensor and returns one (`torch.randn(())`) makes
+# a tensor from Python values too (`HostReads.__torch_function__`).
 FACTORIES = frozenset((
     "tensor", "as_tensor", "asarray", "scalar_tensor", "from_numpy", "frombuffer", "full", "ones",
     "zeros", "empty", "empty_strided", "arange", "range", "linspace", "logspace", "eye",
-    "zeros_like", "ones_like", "full_like", "empty_like", "new_tensor", "new_full", "new_ones",
-    "new_zeros", "new_empty", "new",
+    "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like", "randint_like",
+    "new_tensor", "new_full", "new_ones", "new_zeros", "new_empty", "new_empty_strided", "new",
 ))
 # What reaches a TorchDispatchMode from a call that no torch function saw: the legacy
 # constructors (`torch.Tensor([..])`, `torch.FloatTensor(..)`, `torch.LongTensor(3)`) reach it
 # as `aten::lift_fresh` / `aten::empty`; a call made with torch functions disabled
 # (`torch._C.DisableTorchFunction`) as its aten op. aten op name (overload dropped) -> kind.
+# (Beside these: any aten op with no tensor input that returns one is a factory, any op that
+# `_crosses` a read-back.)
 DISPATCH = _Frozen({
     "lift_fresh": "factory", "lift_fresh_copy": "factory", "empty": "factory",
     "empty_strided": "factory", "scalar_tensor": "factory", "zeros": "factory", "ones": "factory",
     "full": "factory", "arange": "factory", "linspace": "factory", "eye": "factory",
     "_local_scalar_dense": "readback",
 })
-# `metadata` key of an autograd node the grader marked as one training step's loss (lesson 06:
-# a read-back whose graph reaches the losses of several steps kept those graphs alive).
-STEP_MARK = "grade_step"
+# Calls that hand host code the tensor's own memory (a numpy array, a DLPack capsule): on a CPU
+# run they get a copy, as they would on a device, so a later read through it is not free.
+_VIEWS = frozenset(("numpy", "__array__", "__dlpack__"))
+# Calls whose aten ops are not looked at one by one (a whole backward: hundreds of ops); what
+# they read back is still in the grader's profiler count.
+_OPAQUE = frozenset(("backward", "grad"))
+# torch's tags of an aten op whose result needs the tensor's values on the host: a Python number
+# (`_local_scalar_dense`, `equal`, ...) or a shape that depends on the data (`nonzero`,
+# `masked_select`, `unique`, `repeat_interleave`, ...). On CUDA each one waits for the device.
+_DATA_DEPENDENT = torch.Tag.data_dependent_output
+_DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
+# ... and the indexing ops, tagged for their boolean-mask form only (`x[mask]`, `x[mask] = v`)
+_INDEXING = frozenset(("index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index"))
+_MASKS = (torch.bool, torch.uint8)
 _frombuffer = torch.frombuffer
 _dispatch_len = torch._C._len_torch_dispatch_stack
 _dispatch_at = torch._C._get_dispatch_stack_at
 _dispatch_pop = torch._C._pop_torch_dispatch_stack
 _dispatch_push = torch._C._push_on_torch_dispatch_stack
+_Tensor = torch.Tensor
+_Storage = torch.UntypedStorage
 
 
-def graph_steps(t, limit=50_000):
-    """The marked steps (`STEP_MARK`) whose loss the autograd graph of `t` still reaches."""
+def _crosses(func, args):
+    """(op, bytes) when aten op `func` needs its input's values on the host, else None."""
+    tags = func.tags
+    name = func.__name__.split(".")[0]
+    if _DATA_DEPENDENT in tags or name == "_local_scalar_dense":
+        src = args[0] if args and isinstance(args[0], _Tensor) else None
+        return name, (src.element_size() if src is not None and name == "_local_scalar_dense" else 1)
+    if name in _INDEXING:
+        idx = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else ()
+        if any(isinstance(i, _Tensor) and i.dtype in _MASKS for i in idx):
+            return name, 8
+        return None
+    if _DYNAMIC_SHAPE in tags:
+        return name, 8
+    return None
+
+
+def _flat(args, kwargs):
+    """The tensors and storages among a call's arguments (one level into lists, tuples, dicts)."""
+    out = []
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, (_Tensor, _Storage)):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out.extend(x for x in a if isinstance(x, (_Tensor, _Storage)))
+        elif isinstance(a, dict):
+            out.extend(x for x in a.values() if isinstance(x, (_Tensor, _Storage)))
+    return out
+
+
+def _tensors(out):
+    if isinstance(out, _Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for t in out if isinstance(t, _Tensor)]
+    return []
+
+
+def _storage(x):
+    """The untyped storage of a tensor or storage, or None (a tensor without one)."""
+    try:
+        return x if isinstance(x, _Storage) else x.untyped_storage()
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return None
+
+
+def _copy(t):
+    """A copy of `t` in new memory (what a device-to-host transfer gives), grad flag kept."""
+    with torch.no_grad():
+        c = t.clone()
+    if t.requires_grad and c.is_leaf:
+        c.requires_grad_(True)
+    return c
+
+
+def step_marks(model):
+    """A table of the grader's own, {autograd node sequence number: step}, and the forward hook
+    that fills it: each forward's loss node (`out[1]`) numbered in order. Nothing is written on
+    the node (its public `metadata` is the submission's to clear): `graph_steps` looks the nodes
+    up here. Returns (marks, hook handle)."""
+    marks, step = {}, [0]
+
+    def hook(module, args, out):
+        loss = out[1] if isinstance(out, tuple) and len(out) > 1 else None
+        fn = loss.grad_fn if isinstance(loss, _Tensor) else None
+        if fn is not None:
+            marks[fn._sequence_nr()] = step[0]
+            step[0] += 1
+
+    return marks, model.register_forward_hook(hook)
+
+
+def graph_steps(t, marks, limit=50_000):
+    """The marked steps (`step_marks`) whose loss the autograd graph of `t` still reaches."""
     fn = getattr(t, "grad_fn", None)
-    if fn is None:
+    if fn is None or not marks:
         return set()
     steps, seen, stack = set(), {}, [fn]
     while stack and len(seen) < limit:
@@ -333,7 +429,10 @@ def graph_steps(t, limit=50_000):
         if f is None or id(f) in seen:
             continue
         seen[id(f)] = f  # kept alive while walking: ids are not reused
-        mark = f.metadata.get(STEP_MARK) if hasattr(f, "metadata") else None
+        try:
+            mark = marks.get(f._sequence_nr())
+        except (AttributeError, RuntimeError, TypeError):
+            mark = None
         if mark is not None:
             steps.add(mark)
             continue
@@ -342,9 +441,10 @@ def graph_steps(t, limit=50_000):
 
 
 class _Unseen(_TorchDispatchMode):
-    """The part of HostReads below autograd: aten ops reached while no torch function of the
-    watched code is running (`owner.depth == 0`), i.e. calls that never passed through
-    `HostReads.__torch_function__`."""
+    """The part of HostReads below autograd. Outside any torch function of the watched code
+    (`owner.depth == 0`: a call that never passed through `HostReads.__torch_function__`) every
+    aten op is judged here; inside a watched call of the submission (`owner.crossed` a list), the
+    ops that cross the boundary are noted for that call."""
 
     def __init__(self, owner, table=DISPATCH):
         super().__init__()
@@ -355,42 +455,57 @@ class _Unseen(_TorchDispatchMode):
         kwargs = kwargs or {}
         owner = self.owner
         if not owner.depth:
-            kind = self.table.get(func.__name__.split(".")[0])
-            if kind is not None:
-                owner._unseen(kind, func, args)
+            return owner._unseen(func, args, kwargs, self.table)
+        crossed = owner.crossed
+        if crossed is not None and not crossed:
+            hit = _crosses(func, args)
+            if hit is not None:
+                crossed.append(hit)
         return func(*args, **kwargs)
 
 
 class HostReads(_TorchFunctionMode):
-    """Counts, device-independently, the host read-backs and the factory calls made by `files`.
+    """Counts, device-independently, the host read-backs and the tensors made from Python values
+    by `files`.
 
     Active as a `with` block around a call into a submission (or the grader's baseline). A torch
     call counts when the first frame outside torch that made it is in one of `files` (so the course
     model's own ops and the grader's never count), and only the outermost call counts (`print(t)`
     is one read-back, not the dozen `.item()`s inside `Tensor.__repr__`).
       - read-back: a call of `READBACKS` on a tensor that lives on the device; `.cpu()` and
-        `.to("cpu")` only when they move to the host. On CPU runs the "device" is the CPU and the
-        host is what `.cpu()`/`.to("cpu")` return: they return a distinct tensor there (as on
-        CUDA), which is marked as host, and so is everything computed from it — so
-        `logits.cpu()[0, -1].argmax().item()` is one read-back (of all the logits) on CPU and on
-        CUDA alike. Bytes: the tensor's (`.item()`: one element).
-      - factory: a call of `FACTORIES` (a tensor made from Python values); the legacy
-        constructors, which no torch function sees, through `DISPATCH` (a dispatch mode, `_Unseen`)
-        and `torch.frombuffer` (wrapped while active).
-      - kept graph: a read-back of a tensor whose autograd graph reaches the marked losses
-        (`STEP_MARK`) of more than one step: `kept_graph {steps, line}`.
-    Each becomes `readback {op, bytes, line}` / `factory {op, line}` in the active trace and in
-    `self.readbacks` / `self.factories`.
+        `.to("cpu")` only when they move to the host; and any other call whose aten ops cross the
+        boundary by torch's own tags (`_crosses`: `len(a[a < b])` reads the mask's count back).
+        On CPU runs the "device" is the CPU and the host is the memory `.cpu()`/`.to("cpu")`,
+        `.numpy()`, `__array__` and `__dlpack__` hand over: each is a copy in new memory there (as
+        on CUDA), held in `_host` by its storage, and so is a tensor computed only from host
+        memory; a tensor computed from any device data is device data, and device data written
+        into host memory (`h.add_(d)`, `h.copy_(d)`, `h[:] = d`) is a read-back of what was
+        written. So `logits.cpu()[0, -1].argmax().item()` is one read-back (of all the logits) on
+        CPU and on CUDA alike. Bytes: the tensor's (`.item()`: one element).
+      - factory: a call of `FACTORIES`, or any call that takes no tensor and returns one (a
+        tensor made from Python values: `torch.randn(())`); the legacy constructors, which no
+        torch function sees, through `DISPATCH` (a dispatch mode, `_Unseen`) and `torch.frombuffer`
+        (wrapped while active).
+      - kept graph: a read-back of a tensor whose autograd graph reaches the losses of more than
+        one step (`marks`, from `step_marks`: the grader's table, nothing on the nodes):
+        `kept_graph {steps, line}`.
+    Each becomes `readback {op, bytes, line}` / `factory {op, line}` (plus the fields of `tag`) in
+    the active trace and in `self.readbacks` / `self.factories`.
     """
 
-    def __init__(self, ctx, files, device):
+    def __init__(self, ctx, files, device, *, marks=None, tag=None):
         super().__init__()
         self.ctx = ctx
         self.files = {_os.path.abspath(f) for f in files}
         self.cpu_run = torch.device(device).type == "cpu"
+        self.marks = {} if marks is None else marks
+        self.tag = dict(tag or {})
         self.readbacks = []
         self.factories = []
         self.depth = 0  # torch functions of the watched code running now (see _Unseen)
+        self.crossed = None  # a list while a watched call runs with the aten layer looking
+        self._crossed_last = None
+        self._host = {}  # CPU runs: StorageImpl address -> weak reference, host memory
         self._below = None
 
     def __enter__(self):
@@ -416,11 +531,44 @@ class HostReads(_TorchFunctionMode):
         finally:
             self.depth -= 1
 
+    # -- where memory is --------------------------------------------------------------------
     def host(self, t):
+        """Is `t` (a tensor or a storage) host memory?"""
         if t.device.type != "cpu":
             return False
-        return getattr(t, "_grade_host", False) if self.cpu_run else True
+        if not self.cpu_run:
+            return True
+        if not self._host:
+            return False
+        s = _storage(t)
+        ref = self._host.get(s._cdata) if s is not None else None
+        return ref is not None and not ref.expired()
 
+    def _mark_host(self, t):
+        s = _storage(t)
+        if s is None:
+            return
+        if len(self._host) > 4096:
+            self._host = {k: r for k, r in self._host.items() if not r.expired()}
+        self._host[s._cdata] = _StorageWeakRef(s)
+
+    def _moved(self, ins, outs, written, name, line):
+        """CPU runs, after a call on `ins` gave `outs` (and wrote into `written`): outputs of host
+        memory only are host memory; device data written into host memory was read back."""
+        if not ins:
+            return
+        hosts = [self.host(x) for x in ins]
+        if all(hosts):
+            for t in outs:
+                self._mark_host(t)
+        elif any(hosts):
+            for t in list(outs) + list(written):
+                if isinstance(t, _Tensor) and self.host(t):
+                    if line is not None:
+                        self._readback(t, name, t.numel() * t.element_size(), line)
+                    return
+
+    # -- attribution and records ------------------------------------------------------------
     def _caller_line(self, depth=2):
         """The line of `files` this torch call is attributed to: past torch's own frames, the
         driver's attribution rule (`ctx.attributed`: standard-library and generated frames act
@@ -432,24 +580,40 @@ class HostReads(_TorchFunctionMode):
         return mine.f_lineno if mine is not None else None
 
     def _record(self, kind, event):
+        event.update(self.tag)
         (self.readbacks if kind == "readback" else self.factories).append(event)
         self.ctx.event(kind, **event)
 
     def _readback(self, src, op, nbytes, line):
         self._record("readback", {"op": op, "bytes": int(nbytes), "line": line})
-        steps = graph_steps(src)
+        steps = graph_steps(src, self.marks)
         if len(steps) > 1:
-            self.ctx.event("kept_graph", steps=len(steps), line=line)
+            self.ctx.event("kept_graph", steps=len(steps), line=line, **self.tag)
 
-    def _unseen(self, kind, func, args):
-        line = self._caller_line(3)
-        if line is None:
-            return
+    def _unseen(self, func, args, kwargs, table):
+        """An aten op reached outside every torch function of the watched code."""
+        out = func(*args, **kwargs)
         op = func.__name__.split(".")[0]
-        if kind == "factory":
-            self._record("factory", {"op": op, "line": line})
-        elif args and isinstance(args[0], torch.Tensor) and not self.host(args[0]):
-            self._readback(args[0], op, args[0].element_size(), line)
+        kind = table.get(op)
+        ins = _flat(args, kwargs)
+        hit = _crosses(func, args)
+        if kind is None and hit is not None:
+            kind = "readback"
+        if kind is None and not any(isinstance(x, _Tensor) for x in ins) and _tensors(out):
+            kind = "factory"
+        line = None
+        if kind is not None or (self.cpu_run and self._host):
+            line = self._caller_line(3)
+        if line is not None:
+            if kind == "factory":
+                self._record("factory", {"op": op, "line": line})
+            elif kind == "readback":
+                src = args[0] if args and isinstance(args[0], _Tensor) else None
+                if src is not None and not self.host(src):
+                    self._readback(src, op, hit[1] if hit else src.element_size(), line)
+        if self.cpu_run and self._host:
+            self._moved(ins, _tensors(out), (), op, line)
+        return out
 
     def _destination(self, name, args, kwargs):
         """Where `.cpu()`/`.cuda()`/`.to(...)` sends args[0]: "host", "device" or None (dtype only).
@@ -469,7 +633,7 @@ class HostReads(_TorchFunctionMode):
                         return "device"
                     return "host"
                 return "host" if cpu else "device"
-            if isinstance(a, torch.Tensor):
+            if isinstance(a, _Tensor):
                 return "host" if self.host(a) else "device"
         return None
 
@@ -477,53 +641,79 @@ class HostReads(_TorchFunctionMode):
                            _factories=FACTORIES):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        for a in args:
-            if isinstance(a, (list, tuple)):
-                tensors.extend(x for x in a if isinstance(x, torch.Tensor))
-        from_host = any(self.host(t) for t in tensors)
-        moves = name in ("cpu", "cuda", "to") and tensors and tensors[0] is args[0]
-        where = self._destination(name, args, kwargs) if moves else None
-        if moves and where is not None:
-            if where == "host" and not self.host(args[0]):
-                line = self._caller_line()
-                if line is not None:
-                    self._readback(args[0], name, args[0].numel() * args[0].element_size(), line)
-            out = self._call(func, args, kwargs)
-            if self.cpu_run and isinstance(out, torch.Tensor):
-                if out is args[0]:
-                    out = out.view_as(out)  # a distinct tensor, as a real copy would be
-                out._grade_host = where == "host"
-            return out
+        line = self._caller_line()
+        ins = _flat(args, kwargs)
+        tensors = [a for a in ins if isinstance(a, _Tensor)]
+        src = args[0] if args and isinstance(args[0], _Tensor) else None
+        cpu = self.cpu_run
+        if name in ("cpu", "cuda", "to") and src is not None:
+            where = self._destination(name, args, kwargs)
+            if where is not None:
+                if where == "host" and not self.host(src) and line is not None:
+                    self._readback(src, name, src.numel() * src.element_size(), line)
+                out = self._call(func, args, kwargs)
+                if cpu and isinstance(out, _Tensor):
+                    s, o = _storage(src), _storage(out)
+                    if s is not None and o is not None and s._cdata == o._cdata:
+                        out = self._call(_copy, (out,), {})  # a move gives new memory, as on a device
+                    if where == "host":
+                        self._mark_host(out)
+                return out
+        if cpu and name in _VIEWS and src is not None and not self.host(src):
+            # the device tensor's own memory handed to host code: a copy, read back
+            if line is not None:
+                self._readback(src, name, src.numel() * src.element_size(), line)
+            copy = self._call(_copy, (src,), {})
+            return self._call(func, (copy,) + tuple(args[1:]), kwargs)
+        counted = False
         if name in _readbacks and name not in ("cpu", "to") and tensors and not all(self.host(t) for t in tensors):
-            line = self._caller_line()
             if line is not None:
                 size = _readbacks[name]
-                src = tensors[0]
+                t = tensors[0]
                 nbytes = (
-                    src.element_size() if size == "one"
-                    else src.numel() * src.element_size() if size == "all" else size
+                    t.element_size() if size == "one"
+                    else t.numel() * t.element_size() if size == "all" else size
                 )
-                self._readback(src, name, nbytes, line)
-        elif name in _factories:
-            line = self._caller_line()
-            if line is not None:
-                self._record("factory", {"op": name, "line": line})
-        out = self._call(func, args, kwargs)
-        if self.cpu_run and (from_host or name == "from_numpy"):
-            for t in out if isinstance(out, (list, tuple)) else (out,):
-                if isinstance(t, torch.Tensor):
-                    t._grade_host = True
+                self._readback(t, name, nbytes, line)
+                counted = True
+        look = line is not None and not counted and name not in _OPAQUE
+        out = self._call(func, args, kwargs, look=look)
+        if look:
+            crossed = self._crossed_last
+            if crossed:
+                t = tensors[0] if tensors else None
+                if t is None or not self.host(t):
+                    op, nbytes = crossed[0]
+                    self._readback(t, f"{name}:{op}", nbytes, line)
+                    counted = True
+        if line is not None and not counted and (
+            name in _factories or (not tensors and name != "frombuffer" and _tensors(out))
+        ):
+            self._record("factory", {"op": name, "line": line})
+        if cpu:
+            if name == "from_numpy" and isinstance(out, _Tensor):
+                self._mark_host(out)  # numpy's memory is the host's
+            elif self._host:
+                written = (args[0],) if name == "__setitem__" and src is not None else ()
+                self._moved(ins, _tensors(out), written, name, None if counted else line)
         return out
 
-    def _call(self, func, args, kwargs):
+    def _call(self, func, args, kwargs, look=False):
         """func() with the dispatch mode below set aside (when it is on top, as it is unless
         the watched code pushed one of its own): what a torch function does inside is counted
-        at the torch-function level or not at all, and costs no Python call per aten op."""
+        at the torch-function level or not at all, and costs no Python call per aten op. With
+        `look` (a call of the watched code) it stays, noting the aten ops that cross the
+        boundary (`_crossed_last` afterwards)."""
         self.depth += 1
         below = self._below
-        n = _dispatch_len()
-        aside = n > 0 and below is not None and _dispatch_at(n - 1) is below
+        outer = self.crossed
+        if look:
+            self.crossed = []
+            aside = False
+        else:
+            self.crossed = None
+            n = _dispatch_len()
+            aside = n > 0 and below is not None and _dispatch_at(n - 1) is below
         if aside:
             _dispatch_pop(None)
         try:
@@ -531,6 +721,8 @@ class HostReads(_TorchFunctionMode):
         finally:
             if aside:
                 _dispatch_push(below)
+            self._crossed_last = self.crossed
+            self.crossed = outer
             self.depth -= 1
 
 
