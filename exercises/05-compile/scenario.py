@@ -43,6 +43,8 @@ from safetensors.torch import load_file
 
 from course import Config, TinyGPT
 from course import model as _course_model
+from torch._dynamo import output_graph as _output_graph
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 _synchronize = torch.cuda.synchronize
 _is_compiling = torch.compiler.is_compiling  # bound before the submission exists
@@ -62,6 +64,94 @@ def _counting_block_forward(self, x):
 
 
 _course_model.Block.forward = _counting_block_forward
+
+# Every graph dynamo compiles, whatever the backend (a string, a `mode`, `dynamic`, a recompile),
+# comes back from `OutputGraph.call_user_compiler` as the callable dynamo then installs and runs;
+# the grader wraps that callable when the scenario loads, before the import, so each execution of a
+# compiled graph while the grader's `f(idx)` call runs (probe `shapes`) is seen with what it was
+# fed and what it returned. `_SERVE["call"]` is that call's record (None outside it): the idx the
+# grader passed (its own copy), the model's weights as the grader holds them (its own copy of the
+# model handed over, by shape), and one entry per graph execution. Nothing here records an event:
+# the probe judges the entries after `f` returns and sends the `call` event itself.
+_SERVE = {"call": None}
+_OutputGraph = _output_graph.OutputGraph
+_call_user_compiler = _OutputGraph.call_user_compiler
+_equal = torch.equal
+_DisableTorchFunction = torch._C.DisableTorchFunction
+_Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
+MAX_SCALARS = 32  # scalar inputs a graph of the model may take (sizes, Python floats dynamo lifts)
+
+
+def _see_inputs(call, args):
+    """What one graph execution was fed: the idx of the call (equal to the grader's copy), the
+    model's weights (equal to the grader's own copy of one, by value: a copy of the model is the
+    model), scalars (sizes, lifted Python floats), and anything else (`foreign`: data made
+    elsewhere, the eager blocks' output for one)."""
+    idx, weights = call["idx"], call["weights"]
+    seen = {"idx": False, "weights": set(), "scalars": 0, "foreign": 0}
+    for a in args:
+        if not isinstance(a, _Tensor):
+            seen["scalars"] += 1
+            continue
+        if type(a) not in (_Tensor, _Parameter):
+            seen["foreign"] += 1
+            continue
+        if a.shape == idx.shape and a.dtype == idx.dtype and a.device == idx.device and _equal(a, idx):
+            seen["idx"] = True
+            continue
+        names = [n for n, w in weights.get((tuple(a.shape), a.dtype), ()) if a.device == w.device and _equal(a, w)]
+        if names:
+            seen["weights"].update(names)
+        elif a.numel() <= 1:
+            seen["scalars"] += 1
+        else:
+            seen["foreign"] += 1
+    return seen
+
+
+def _outputs(out):
+    items = out if isinstance(out, (list, tuple)) else [out]
+    return [t.detach().clone() for t in items if isinstance(t, _Tensor)]
+
+
+def _served_by_graph(compiled):
+    """The callable dynamo installs for one compiled graph, seen by the grader at every run."""
+
+    def compiled_graph(*args):
+        call = _SERVE["call"]
+        if call is None:
+            return compiled(*args)
+        try:
+            with _DisableTorchFunction():
+                seen = _see_inputs(call, args)  # before the run: a boxed backend may clear its inputs
+        except Exception:  # noqa: BLE001 — inputs the grader cannot judge serve nothing
+            seen = {"idx": False, "weights": set(), "scalars": 0, "foreign": 1}
+        out = compiled(*args)
+        try:
+            with _DisableTorchFunction():
+                seen["outs"] = _outputs(out)  # as the graph returned them, before any code after it
+        except Exception:  # noqa: BLE001
+            seen["outs"] = []
+        call["runs"].append(seen)
+        return out
+
+    return compiled_graph
+
+
+def _watched_call_user_compiler(self, gm, example_inputs):
+    compiled = _call_user_compiler(self, gm, example_inputs)
+    lazy = _LazyGraphModule
+    if isinstance(compiled, lazy) or (
+        isinstance(getattr(compiled, "__self__", None), lazy) and getattr(compiled, "__name__", "") == "_lazy_forward"
+    ):  # what dynamo does with a lazy graph module (backend "eager"), before it is wrapped
+        gm_ = compiled if isinstance(compiled, lazy) else compiled.__self__
+        lazy.force_recompile(gm_)
+        if not isinstance(compiled, lazy):
+            compiled = gm_.forward
+    return _served_by_graph(compiled)
+
+
+_OutputGraph.call_user_compiler = _watched_call_user_compiler
 ProbeFailed = Exception  # replaced by the driver's class in run()
 BREAK_EVEN_LIMIT_S = 5.0  # one break_even() call may take this long (a loop that never ends)
 RESUME = "torch_dynamo_resume_in_"  # dynamo's name for the frame it resumes in after a graph break
@@ -121,6 +211,28 @@ class _DynamoWatch:
 
     def intact(self):
         return self.utils.log_compilation_event is self.hook and self.config.log_compilation_metrics is True
+
+
+def _served(runs, need, got):
+    """Whether compiled code served one call of `f`: some graph run in the call was fed only the
+    call's idx, the model's own weights (every parameter among them) and a few scalars, and
+    returned the very logits `f` returned (equal to the bit, as the graph returned them, cast to
+    the dtype `f` returned). Eager
+    Python that does the blocks' work (inlined, through `blocks_fn`, a fresh model) and a graph of
+    anything else (run on the side, on another input, fed the eager blocks' output) serve nothing.
+    Returns the `call` event's fields."""
+    model = [
+        r for r in runs if r["idx"] and not r["foreign"] and r["scalars"] <= MAX_SCALARS and need <= r["weights"]
+    ]
+    served = False
+    if isinstance(got, torch.Tensor) and type(got) in (_Tensor, _Parameter):
+        with _DisableTorchFunction():
+            served = any(  # a cast after the graph (`logits.float()` of bf16) keeps them its own
+                o.shape == got.shape and o.device == got.device and _equal(o.to(got.dtype), got)
+                for r in model
+                for o in r["outs"]
+            )
+    return {"graphs": len(runs), "model_graphs": len(model), "served": served}
 
 
 def _structure(out):
@@ -378,12 +490,20 @@ class Lesson:
         ctx.metric("shapes.seq_lens", lens)
         eager = self.model()
         handed = self.model()
+        # the model's weights as the grader holds them (its own copy), by shape: what a graph of
+        # the model's forward is fed besides idx; every parameter must be among its inputs
+        weights = {}
+        for n, w in itertools.chain(eager.named_parameters(), eager.named_buffers()):
+            weights.setdefault((tuple(w.shape), w.dtype), []).append((n, w.detach()))
+        need = frozenset(n for n, _ in eager.named_parameters())
         watch = self.watch
         patched = []
 
         def check(when):
-            counting = _course_model.Block.forward is _counting_block_forward and (
-                torch.compiler.is_compiling is _is_compiling
+            counting = (
+                _course_model.Block.forward is _counting_block_forward
+                and torch.compiler.is_compiling is _is_compiling
+                and _OutputGraph.call_user_compiler is _watched_call_user_compiler
             )
             if not (watch.intact() and counting) and not patched:
                 patched.append(when)
@@ -400,17 +520,20 @@ class Lesson:
                 x = self.idx[:b, :t].contiguous()
                 before = _EAGER["runs"]
                 with torch.no_grad():  # the contract: f runs under torch.no_grad(), like the model
+                    _SERVE["call"] = call = {"idx": x.clone(), "weights": weights, "runs": []}
                     _EAGER["on"] = True
                     try:
                         out = fn(x)
                     finally:
                         _EAGER["on"] = False
+                        _SERVE["call"] = None
                     ran = _EAGER["runs"] - before
                     check(f"in f(idx) for seq_len {t}")
                     ref = eager(x)
-                ctx.event("call", seq_len=t, compiled=ran == 0, eager_blocks=ran)
                 returned.append(_structure(out))
                 got = out[0] if isinstance(out, (tuple, list)) and out else out
+                served = _served(call["runs"], need, got)
+                ctx.event("call", seq_len=t, compiled=ran == 0 and served["served"], eager_blocks=ran, **served)
                 if not isinstance(got, torch.Tensor):
                     raise ProbeFailed(
                         f"compile_for_shapes(...)(x) returned {_structure(out)}; expected what the model "
