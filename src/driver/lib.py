@@ -344,6 +344,14 @@ _dispatch_pop = torch._C._pop_torch_dispatch_stack
 _dispatch_push = torch._C._push_on_torch_dispatch_stack
 _Tensor = torch.Tensor
 _Storage = torch.UntypedStorage
+# torch's own Python between a line of code and the torch function it calls (the function
+# wrappers, `handle_torch_function`): a call made through these only is the caller's own; one
+# made from any other torch code (an optimizer's loop, autograd) is torch's work on its behalf,
+# whose aten ops are not looked at one by one (`_OPAQUE`'s reason: hundreds of ops)
+_WRAPPERS = frozenset(_os.path.join(_TORCH_DIR, f) for f in (
+    "overrides.py", "_tensor.py", "functional.py", _os.path.join("nn", "functional.py"),
+    "_jit_internal.py", "_tensor_str.py", _os.path.join("utils", "_contextlib.py"),
+))
 
 
 def _crosses(func, args):
@@ -473,8 +481,9 @@ class HostReads(_TorchFunctionMode):
     model's own ops and the grader's never count), and only the outermost call counts (`print(t)`
     is one read-back, not the dozen `.item()`s inside `Tensor.__repr__`).
       - read-back: a call of `READBACKS` on a tensor that lives on the device; `.cpu()` and
-        `.to("cpu")` only when they move to the host; and any other call whose aten ops cross the
-        boundary by torch's own tags (`_crosses`: `len(a[a < b])` reads the mask's count back).
+        `.to("cpu")` only when they move to the host; and any other call of the watched code's own
+        line (not torch's work on its behalf: an optimizer's loop, a backward) whose aten ops cross
+        the boundary by torch's own tags (`_crosses`: `len(a[a < b])` reads the mask's count back).
         On CPU runs the "device" is the CPU and the host is the memory `.cpu()`/`.to("cpu")`,
         `.numpy()`, `__array__` and `__dlpack__` hand over: each is a copy in new memory there (as
         on CUDA), held in `_host` by its storage, and so is a tensor computed only from host
@@ -504,6 +513,7 @@ class HostReads(_TorchFunctionMode):
         self.factories = []
         self.depth = 0  # torch functions of the watched code running now (see _Unseen)
         self.crossed = None  # a list while a watched call runs with the aten layer looking
+        self.direct = True  # the last call attributed was made by the watched code's own line
         self._crossed_last = None
         self._host = {}  # CPU runs: StorageImpl address -> weak reference, host memory
         self._below = None
@@ -572,10 +582,18 @@ class HostReads(_TorchFunctionMode):
     def _caller_line(self, depth=2):
         """The line of `files` this torch call is attributed to: past torch's own frames, the
         driver's attribution rule (`ctx.attributed`: standard-library and generated frames act
-        on their caller's behalf)."""
+        on their caller's behalf). `self.direct` says afterwards whether the torch frames passed
+        were only its function wrappers (`_WRAPPERS`): the watched code's own call."""
         f = _sys._getframe(depth)
-        while f is not None and (f.f_code.co_filename.startswith(_TORCH_DIR)):
+        direct = True
+        while f is not None:
+            name = f.f_code.co_filename
+            if not name.startswith(_TORCH_DIR):
+                break
+            if direct and name not in _WRAPPERS:
+                direct = False
             f = f.f_back
+        self.direct = direct
         mine = self.ctx.attributed(f, self.files) if f is not None else None
         return mine.f_lineno if mine is not None else None
 
@@ -640,8 +658,11 @@ class HostReads(_TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None, *, _readbacks=READBACKS,
                            _factories=FACTORIES):
         kwargs = kwargs or {}
-        name = getattr(func, "__name__", "")
         line = self._caller_line()
+        if line is None and not self._host:
+            # not the watched code's call, and no host memory to follow: nothing to count
+            return self._call(func, args, kwargs)
+        name = getattr(func, "__name__", "")
         ins = _flat(args, kwargs)
         tensors = [a for a in ins if isinstance(a, _Tensor)]
         src = args[0] if args and isinstance(args[0], _Tensor) else None
@@ -676,7 +697,7 @@ class HostReads(_TorchFunctionMode):
                 )
                 self._readback(t, name, nbytes, line)
                 counted = True
-        look = line is not None and not counted and name not in _OPAQUE
+        look = line is not None and not counted and self.direct and name not in _OPAQUE
         out = self._call(func, args, kwargs, look=look)
         if look:
             crossed = self._crossed_last
