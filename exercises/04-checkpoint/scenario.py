@@ -11,7 +11,8 @@ from rubrics/04-checkpoint.yaml. Probes:
   timing         the grader's own step-time measurement: warm-up, sync, interleaved pairs, medians
                  and the median of the pairs' on/off ratios
   memory         (CUDA only) peak allocated bytes of one step off/on
-  compare        the submission's compare(), called twice, with its clock/sync/step trace
+  compare        the submission's compare(), called twice (the second time on another batch drawn
+                 from the seed: other rows, another batch size), with its clock/sync/step trace
 
 Every forward of every probe goes through the grader's observed TinyGPT (`ctx.lib`), which counts
 the checkpoint calls it made (`forwards.<probe>` traces) and, inside compare(), marks each whole
@@ -41,10 +42,37 @@ class Lesson:
             "idx": inputs["batch/idx"].to(self.device),
             "targets": inputs["batch/targets"].to(self.device),
         }
-        # a step is "on" when its forward made checkpoint calls
-        self.observer = ctx.lib.StepObserver(
-            ctx, self.batch, variant=lambda rec: "on" if rec["ckpt"] else "off"
-        )
+        # compare()'s second call runs on another batch, drawn from the seed: other rows and
+        # another batch size, so the honest activation bytes change and a number cached from
+        # the first call (or pasted from an earlier report) is wrong
+        self.batch2 = self.other_batch(inputs["batch/idx"], inputs["batch/targets"])
+        # a step's variant is decided by what ran (issue 38): "on" when every layer of every
+        # block ran inside a checkpoint call, "off" when they all ran and nothing checkpointed;
+        # anything else (layers skipped, a checkpoint beside the blocks) is neither
+        self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=self.variant)
+
+    @staticmethod
+    def variant(rec):
+        if rec["layers"] != rec["expected_layers"]:
+            return "partial"
+        if rec["ckpt"] and rec["wrapped"] == rec["layers"]:
+            return "on"
+        if not rec["ckpt"] and not rec["wrapped"]:
+            return "off"
+        return "partial"
+
+    def other_batch(self, idx, targets):
+        """compare()'s second batch: a seeded draw of 2..B-1 rows (never B) in a seeded order,
+        each row rolled by a seeded shift (the tokens differ as well as the size)."""
+        g = torch.Generator().manual_seed(int(self.ctx.seed) * 7919 + 4)
+        B = idx.shape[0]
+        b2 = int(torch.randint(max(2, B // 2), B, (1,), generator=g)) if B > 2 else B
+        rows = torch.randperm(B, generator=g)[:b2]
+        shift = int(torch.randint(1, idx.shape[1], (1,), generator=g)) if idx.shape[1] > 1 else 0
+        return {
+            "idx": idx[rows].roll(shift, dims=1).contiguous().to(self.device),
+            "targets": targets[rows].roll(shift, dims=1).contiguous().to(self.device),
+        }
 
     def need(self, name):
         fn = getattr(self.ctx.sub, name, None)
@@ -117,6 +145,10 @@ class Lesson:
             )
             loss.backward()
             ctx.metric(f"numerics.{variant}.activation_bytes", nbytes)
+            # the same measure on compare()'s second batch (compare_bytes_agree for run2)
+            b2 = self.batch2
+            _, nbytes2 = self.saved_bytes(model, lambda: model(b2["idx"], b2["targets"], blocks_fn=blocks_fn))
+            ctx.metric(f"numerics.{variant}.activation_bytes_batch2", nbytes2)
             ctx.save_tensor(f"numerics/{variant}/loss", loss)
             ctx.save_tensor(f"numerics/{variant}/logits", logits)
             ctx.metric(f"numerics.{variant}.missing_grads", self.save_grads(f"numerics/{variant}", model))
@@ -125,7 +157,9 @@ class Lesson:
             # results really keep alive, whatever saved-tensors hooks were active — hooks of the
             # submission's own, innermost, hide what it saves from the first measure, not this one
             _, kept = ctx.lib.kept_bytes(
-                model, lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn)
+                model,
+                lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn),
+                files=[ctx.sub.__file__],
             )
             ctx.metric(f"numerics.{variant}.kept_bytes", kept)
 
@@ -197,8 +231,10 @@ class Lesson:
         compare = self.need("compare")
         ctx = self.ctx
         p = ctx.params
-        for run in ("run1", "run2"):
+        for run, batch in (("run1", self.batch), ("run2", self.batch2)):
             model = self.model()
+            self.observer.batch = batch  # compare_same_inputs: the batch this call was handed
+            ctx.metric(f"compare.{run}.batch", int(batch["idx"].shape[0]))
 
             def sync():
                 ctx.event("sync")
@@ -208,7 +244,7 @@ class Lesson:
             try:
                 result = compare(
                     model,
-                    {k: v.clone() for k, v in self.batch.items()},  # theirs to mutate
+                    {k: v.clone() for k, v in batch.items()},  # theirs to mutate
                     sync=sync,
                     warmup=int(p["warmup"]),
                     repeats=int(p["repeats"]),
@@ -216,6 +252,7 @@ class Lesson:
             finally:
                 ctx.trace = None
                 ctx.traces[f"compare.{run}"] = trace
+                self.observer.batch = self.batch
             for variant, _ in VARIANTS:
                 rec = result.get(variant) if isinstance(result, dict) else None
                 if not isinstance(rec, dict):

@@ -189,6 +189,7 @@ class Ctx:
         # `empty_cache`: every torch.cuda.empty_cache() call): see tick() and tally()
         self._counts = {}
         self._counts_lock = threading.Lock()
+        self.ckpt_depth = 0  # checkpoint() calls running now (their first forward, not a recompute)
         self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
         self.lib = None  # lib.py: instruments the scenarios share
         self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
@@ -376,7 +377,11 @@ def _instrument(ctx):
             ctx.watch.check("during checkpoint()")
         ctx.tick("ckpt")
         ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
-        return real_checkpoint(function, *args, **kwargs)
+        ctx.ckpt_depth += 1  # what runs now runs inside a checkpoint (lib.py: a block's layers)
+        try:
+            return real_checkpoint(function, *args, **kwargs)
+        finally:
+            ctx.ckpt_depth -= 1
 
     _entry(counting_checkpoint)
     counting_checkpoint.__wrapped__ = real_checkpoint

@@ -15,9 +15,12 @@ lessons need, so it is written once:
   (checkpoint calls, autograd on/off, the checkpointing flag when the grader set it), so rules such
   as "one checkpoint per block in every forward where autograd records" hold in every probe.
 """
+import os as _os
+
 import numpy as _np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef
+from torch.overrides import TorchFunctionMode as _TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
 from torch.utils._pytree import tree_leaves as _tree_leaves
 
@@ -25,8 +28,6 @@ from course.model import TinyGPT, _plain_blocks
 
 _equal = torch.equal  # captured before any submission code runs
 _saved_tensors_hooks = torch.autograd.graph.saved_tensors_hooks
-
-
 # what `number()` accepts besides Python's int and float: numpy's scalar types, exactly
 _NP_INTS = frozenset((_np.int8, _np.int16, _np.int32, _np.int64, _np.uint8, _np.uint16, _np.uint32,
                        _np.uint64))
@@ -92,37 +93,112 @@ def saved_bytes(model, fn):
 
 class _Made(_TorchDispatchMode):
     """Every storage an aten op made while active (below autograd, so each op the forward ran),
-    held by weak reference: what is still alive afterwards is what the results keep."""
+    held by weak reference: what is still alive afterwards is what the results keep. Also every
+    storage an op wrote in place that it did not make (`filled`): a buffer made before the forward
+    and filled during it keeps what was written into it."""
 
     def __init__(self):
         super().__init__()
         self.made = {}  # StorageImpl address -> (weak reference, bytes)
+        self.filled = {}
+        self._writes = {}  # op -> indices of the arguments its schema writes
+
+    def _written(self, func):
+        idx = self._writes.get(func)
+        if idx is None:
+            try:
+                idx = tuple(
+                    i for i, a in enumerate(func._schema.arguments)
+                    if a.alias_info is not None and a.alias_info.is_write
+                )
+            except (AttributeError, RuntimeError):
+                idx = ()
+            self._writes[func] = idx
+        return idx
+
+    @staticmethod
+    def _note(table, t):
+        if isinstance(t, torch.Tensor):
+            try:
+                s = t.untyped_storage()
+                table[s._cdata] = (_StorageWeakRef(s), s.nbytes())
+            except (RuntimeError, NotImplementedError):
+                pass  # a tensor without storage (a subclass, a sparse layout)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        for i in self._written(func):
+            if i < len(args):
+                for t in _tree_leaves(args[i]):
+                    self._note(self.filled, t)
+        for t in _tree_leaves(kwargs.get("out")):
+            self._note(self.filled, t)
         for t in _tree_leaves(out):
-            if isinstance(t, torch.Tensor):
-                try:
-                    s = t.untyped_storage()
-                    self.made[s._cdata] = (_StorageWeakRef(s), s.nbytes())
-                except (RuntimeError, NotImplementedError):
-                    pass  # a tensor without storage (a subclass, a sparse layout)
+            self._note(self.made, t)
         return out
 
 
-def kept_bytes(model, fn):
-    """`(fn(), bytes)`: the bytes of the distinct storages made while `fn()` ran that are still
-    alive when it returns, `model`'s parameters excluded — the memory a forward's graph (and its
-    outputs) really keeps for backward (lesson 04). Unlike `saved_bytes` this does not depend on
-    which saved-tensors hooks were active: a forward that keeps everything under hooks of its own
-    still keeps it. Torch's dispatch modes follow the calling thread, as the saved-tensors hooks
-    do; a thread started by the submission is reported by the driver (`integrity.thread.*`)."""
+class _Exported(_TorchFunctionMode):
+    """Bytes of tensors handed to host code as memory torch does not own while active: a numpy
+    view (`.numpy()`, `__array__`), a DLPack capsule, a storage object, a Python list. What is
+    copied out that way during a forward can be kept alive anywhere (numpy buffers made before it
+    included), so a forward's kept bytes count it."""
+
+    EXPORTS = frozenset(("numpy", "__array__", "__dlpack__", "tolist", "untyped_storage", "storage"))
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in self.EXPORTS and args and isinstance(args[0], torch.Tensor):
+            t = args[0]
+            self.bytes += t.numel() * t.element_size()
+        return func(*args, **(kwargs or {}))
+
+
+def kept_bytes(model, fn, files=()):
+    """`(fn(), bytes)`: the memory a forward keeps alive for backward, in any form the submission's
+    code can keep it (issue 38) — the memory a forward's graph (and its outputs) really keeps,
+    `model`'s parameters excluded (lesson 04). The sum of
+      - the distinct storages made while `fn()` ran that are still alive when it returns, and those
+        made before it and written during it (a buffer filled in place) that are still alive;
+      - the bytes of tensors handed out of torch while it ran (`_Exported`: numpy, DLPack, storage
+        objects, lists), wherever they were copied;
+      - the Python heap its `files` (the submission's) left allocated (`tracemalloc`: an allocation
+        counts when a line of `files` made it — numpy arrays, bytes, lists made and kept; the
+        grader's and torch's own bookkeeping is nobody's).
+    Unlike `saved_bytes` this does not depend on which saved-tensors hooks were active: a forward
+    that keeps everything under hooks of its own still keeps it. Torch's modes follow the calling
+    thread, as the saved-tensors hooks do; a thread started by the submission is reported by the
+    driver (`integrity.thread.*`)."""
+    import tracemalloc
+
     params = {p.untyped_storage()._cdata for p in model.parameters()}
-    made = _Made()
-    with made:
-        out = fn()
-    kept = sum(n for k, (ref, n) in made.made.items() if k not in params and not ref.expired())
-    return out, kept
+    made, exported = _Made(), _Exported()
+    files = {_os.path.abspath(f) for f in files}
+    tracing = tracemalloc.is_tracing()
+    with _Exported(), _Made():  # the modes' first use imports what they need: not under tracing
+        torch.ones(1).add_(1)
+    if files and not tracing:
+        tracemalloc.start(1)  # the line that allocated: the submission's own line, or nobody's
+    try:
+        with exported, made:
+            out = fn()
+        heap = 0
+        if files and not tracing:
+            for trace in tracemalloc.take_snapshot().traces:
+                if trace.traceback[0].filename in files:
+                    heap += trace.size
+    finally:
+        if files and not tracing:
+            tracemalloc.stop()
+    alive = {
+        k: n for table in (made.filled, made.made) for k, (ref, n) in table.items()
+        if k not in params and not ref.expired()
+    }
+    return out, sum(alive.values()) + exported.bytes + heap
 
 
 def label(t, reference):
@@ -137,13 +213,31 @@ def label(t, reference):
 
 
 class StepObserver:
-    """Turns forwards of `ObservedTinyGPT` into step events (see the module docstring)."""
+    """Turns forwards of `ObservedTinyGPT` into step events (see the module docstring).
+
+    What a step is, observed where it happens (issue 38): `step_done` is marked when the loss the
+    model returned went through backward all the way to the embedding's output (a hook on the loss
+    must fire before the one on the embedding, in the same backward: a `backward()` of anything
+    else — `x.sum()` of the blocks' output inside `blocks_fn` — marks nothing), and each forward
+    records how many of the blocks' layers (`attn`, `mlp`) ran in it and how many of those ran
+    inside a `checkpoint()` call (`layers`, `wrapped`: forward pre-hooks on the grader's modules;
+    a recompute during backward is no forward's). `variant(rec)` decides a step's variant from that
+    record (lesson 04: "on" when every layer ran inside a checkpoint, not when some checkpoint was
+    called)."""
 
     def __init__(self, ctx, batch, variant=None):
         self.ctx = ctx
         self.batch = batch
         self.variant = variant or (lambda rec: None)
         self.next_id = 0
+        self.current = None  # the forward running now: {"layers", "wrapped"} (see _layer_ran)
+
+    def layer_ran(self):
+        state = self.current
+        if state is not None:
+            state["layers"] += 1
+            if self.ctx.ckpt_depth:
+                state["wrapped"] += 1
 
     def forward(self, model, idx, targets, blocks_fn):
         ctx = self.ctx
@@ -153,11 +247,29 @@ class StepObserver:
         inputs = {"idx": label(idx, self.batch["idx"]), "targets": label(targets, self.batch["targets"])}
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock())
         before = ctx.tally("ckpt")
+        state = {"layers": 0, "wrapped": 0, "loss": False}
         x = model.embed(idx)
         if grad and x.requires_grad:
-            x.register_hook(lambda g, k=k: ctx.event("step_done", id=k, t=ctx.clock()))
-        h = (blocks_fn or _plain_blocks)(model.blocks, x)
+
+            def reached_embedding(g, k=k, state=state):
+                if state["loss"]:  # this backward began at (or went through) the model's loss
+                    state["loss"] = False
+                    ctx.event("step_done", id=k, t=ctx.clock())
+
+            x.register_hook(reached_embedding)
+        outer, self.current = self.current, state
+        try:
+            h = (blocks_fn or _plain_blocks)(model.blocks, x)
+        finally:
+            self.current = outer
         out = model.head_loss(h, targets)
+        loss = out[1]
+        if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
+
+            def through_loss(g, state=state):
+                state["loss"] = True
+
+            loss.register_hook(through_loss)
         ckpt = ctx.tally("ckpt") - before
         flag = getattr(blocks_fn, "grade_checkpointing", None)
         rec = {
@@ -165,14 +277,30 @@ class StepObserver:
             "probe": ctx.current_probe,
             "grad": grad,
             "ckpt": ckpt,
+            # the blocks' layers (attn, mlp) that ran, and those that ran inside a checkpoint call
+            "layers": state["layers"],
+            "wrapped": state["wrapped"],
+            "expected_layers": 2 * len(model.blocks),
+            # layers that did not run inside a checkpoint call (not run at all included)
+            "unwrapped": 2 * len(model.blocks) - state["wrapped"],
             # the flag the grader asked for, or (a submission's own blocks_fn) what it did
             "checkpointing": bool(flag) if flag is not None else ckpt > 0,
             "flag_from": "grader" if flag is not None else "observed",
         }
         variant = self.variant(rec)
-        ctx.event("fwd_end", id=k, ckpt=ckpt, **({"variant": variant} if variant else {}))
+        ctx.event(
+            "fwd_end", id=k, ckpt=ckpt, layers=state["layers"], wrapped=state["wrapped"],
+            **({"variant": variant} if variant else {}),
+        )
         ctx.append_row(f"forwards.{ctx.current_probe}", rec)
         return out
+
+
+def _layer_ran(module, args):
+    """Forward pre-hook on every block's `attn` and `mlp` of an observed model (torch calls it)."""
+    observer = _observer[0]
+    if observer is not None:
+        observer.layer_ran()
 
 
 # The observer of every ObservedTinyGPT (so copies keep reporting): a module global, not an
@@ -196,6 +324,9 @@ def observed_model(ctx, cfg, weights, device, observer):
     _observer[0] = observer
     model = ObservedTinyGPT(cfg)
     model.load_state_dict(weights, strict=True)
+    for block in model.blocks:
+        block.attn.register_forward_pre_hook(_layer_ran)
+        block.mlp.register_forward_pre_hook(_layer_ran)
     return model.to(device).train()
 
 
