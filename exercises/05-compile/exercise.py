@@ -30,7 +30,8 @@ def break_even(*, eager_step_s, compiled_first_s, compiled_step_s):
 
 def compile_for_shapes(model, shapes):
     """A compiled `model` that serves every (batch, seq_len) in `shapes` without recompiling per
-    shape, returning what `model(idx)` returns (`(logits, None)`). The grader calls it under
+    shape, returning what `model(idx)` returns (`(logits, None)`): the logits come out of a
+    compiled graph of the model, fed idx and the model's own weights. The grader calls it under
     torch.no_grad()."""
     # TODO(zh): 避免每种形状都重新编译（动态形状）。
     # TODO(en): avoid one compile per shape (dynamic shapes).
