@@ -83,12 +83,14 @@ def saved_bytes(model, fn):
         s = t.untyped_storage()
         ptr = s.data_ptr()
         if ptr not in params:
-            seen[ptr] = s.nbytes()
+            # the storage held while fn() runs: a freed one's address reused by a later tensor
+            # (hooks of the submission's own that drop what they are handed) is not one storage
+            seen[ptr] = (s.nbytes(), s)
         return t
 
     with _saved_tensors_hooks(pack, lambda t: t):
         out = fn()
-    return out, sum(seen.values())
+    return out, sum(n for n, _ in seen.values())
 
 
 class _Made(_TorchDispatchMode):
