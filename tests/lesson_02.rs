@@ -394,13 +394,23 @@ fn recorded_means_seen_in_the_results_and_warmup_means_nothing_recording() {
     assert!(!out.pass);
     assert_eq!(out.measured.en, "r: 1");
     assert!(
-        out.why.en.contains("(each step: none warmup record·rec record·on record·on none;"),
+        out.why
+            .en
+            .contains("(each step: none warmup record·rec record·on record·on none;"),
         "{}",
         out.why.en
     );
     // a `recorded` event for a call that never finished counts nothing
-    let cut = vec![switch("enable"), step(0, "train", true), switch("disable"), rec(0)];
-    assert_eq!(profiler::in_phase(&profiler::calls(&cut), "record", &None), 0);
+    let cut = vec![
+        switch("enable"),
+        step(0, "train", true),
+        switch("disable"),
+        rec(0),
+    ];
+    assert_eq!(
+        profiler::in_phase(&profiler::calls(&cut), "record", &None),
+        0
+    );
     // a step in the profiler's warm-up phase while something recorded is no warm-up
     let mut hot = scheduled();
     hot[3] = step(1, "train", true);
@@ -415,12 +425,16 @@ fn recorded_means_seen_in_the_results_and_warmup_means_nothing_recording() {
 /// variant the grader saw recorded, wherever anyone's windows fall.
 #[test]
 fn warmup_is_what_ran_unrecorded_before_the_first_recorded_call() {
-    let spec = |v: &str| {
-        format!("{{phase: {{stream: v, phase: before_recorded, variant: {v}, min: 1}}}}")
-    };
+    let spec =
+        |v: &str| format!("{{phase: {{stream: v, phase: before_recorded, variant: {v}, min: 1}}}}");
     // two warm-up calls of each, then each profiled
     let mut ev = Vec::new();
-    for (k, role) in [(0, "baseline"), (1, "baseline"), (2, "candidate"), (3, "candidate")] {
+    for (k, role) in [
+        (0, "baseline"),
+        (1, "baseline"),
+        (2, "candidate"),
+        (3, "candidate"),
+    ] {
         ev.extend([step(k, role, false), done(k, 1.0)]);
     }
     ev.push(switch("enable"));
@@ -440,7 +454,12 @@ fn warmup_is_what_ran_unrecorded_before_the_first_recorded_call() {
     // the cold first call of both, recorded in one profile of its own ("the warm-up"), then three
     // of each: a cold call recorded is no warm-up
     let mut cold = vec![switch("enable")];
-    cold.extend([step(0, "baseline", true), done(0, 9.0), step(1, "candidate", true), done(1, 9.0)]);
+    cold.extend([
+        step(0, "baseline", true),
+        done(0, 9.0),
+        step(1, "candidate", true),
+        done(1, 9.0),
+    ]);
     cold.extend([switch("disable"), rec(0), rec(1), switch("enable")]);
     for k in 2..5 {
         cold.extend([step(k, "baseline", true), done(k, 1.0)]);
@@ -449,10 +468,21 @@ fn warmup_is_what_ran_unrecorded_before_the_first_recorded_call() {
     let out = run(&spec("baseline"), &evidence(&[("v", cold.clone())]));
     assert!(!out.pass);
     assert_eq!(out.measured.en, "v baseline: 0");
-    assert!(out.why.en.contains("before the first call the grader saw recorded (warm-up)"), "{}", out.why.en);
+    assert!(
+        out.why
+            .en
+            .contains("before the first call the grader saw recorded (warm-up)"),
+        "{}",
+        out.why.en
+    );
     // a call under a paused profiler (flag on, nothing recorded) is no warm-up either
     let mut paused = vec![switch("enable"), step(0, "baseline", true), done(0, 9.0)];
-    paused.extend([step(1, "baseline", true), done(1, 1.0), switch("disable"), rec(1)]);
+    paused.extend([
+        step(1, "baseline", true),
+        done(1, 1.0),
+        switch("disable"),
+        rec(1),
+    ]);
     assert!(!run(&spec("baseline"), &evidence(&[("v", paused)])).pass);
     // nothing recorded at all (no profile, a stopwatch): no profile to warm up for, every call
     // made with nothing recording counts (the criteria counting recorded calls fail); no call,
@@ -623,7 +653,9 @@ fn recorded_solution_profiles_five_calls_of_each_step_and_one_call_fails() {
     for cand in ["fast_right", "fast_wrong", "slow_right"] {
         let trace = obs.traces.get_mut(&format!("verify.{cand}")).unwrap();
         let mut seen = std::collections::BTreeSet::new();
-        trace.retain(|e| e.e != "recorded" || seen.insert(e.field_str("variant").unwrap().to_string()));
+        trace.retain(|e| {
+            e.e != "recorded" || seen.insert(e.field_str("variant").unwrap().to_string())
+        });
     }
     let v = grade_obs(obs);
     assert_eq!(v["verify_profiles_several"], Status::Fail);

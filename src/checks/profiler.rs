@@ -95,7 +95,10 @@ fn of_variant(c: &Call, variant: &Option<String>) -> bool {
 
 /// How many whole calls of `variant` count in `phase` (see the module's doc).
 pub fn in_phase(all: &[Call], phase: &str, variant: &Option<String>) -> usize {
-    let mine = || all.iter().filter(|c| c.done.is_some() && of_variant(c, variant));
+    let mine = || {
+        all.iter()
+            .filter(|c| c.done.is_some() && of_variant(c, variant))
+    };
     match phase {
         "before_recorded" => {
             // no call of the variant recorded: nothing was profiled to warm up for (the
