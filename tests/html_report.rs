@@ -135,8 +135,8 @@ fn every_lesson_draws_its_pictures_from_recorded_observations() {
     // the numbers are the recorded ones
     let ev = recorded("04-checkpoint.solution");
     let cs = lesson_charts("04-checkpoint", &ev, Lang::En);
-    assert_eq!(cell(&cs[0].rows, "off", 1), mib(7782916.0));
-    assert_eq!(cell(&cs[0].rows, "on", 1), mib(1012228.0));
+    assert_eq!(cell(&cs[0].rows, "off", 1), mib(11203076.0));
+    assert_eq!(cell(&cs[0].rows, "on", 1), mib(1192452.0));
     let on_step = ev.metrics["compare.run1.on.step_s"].as_f64().unwrap();
     assert_eq!(cell(&cs[1].rows, "on", 2), charts::fmt(on_step * 1e3));
     let ev = recorded("03-memory.solution");
