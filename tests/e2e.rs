@@ -143,8 +143,8 @@ fn forged_results_are_rejected() {
 #[test]
 fn wrong_return_types_fail_with_what_was_returned() {
     let g = robustness("wrong_types", &[]);
-    assert!(why(&g.report, "on_off_agree")
-        .contains("returned list, expected a Tensor of shape (8, 64, 64)"));
+    // the shape is drawn from the seed: the message names the drawn one
+    assert!(why(&g.report, "on_off_agree").contains("returned list, expected a Tensor of shape ("));
     assert!(why(&g.report, "compare_bytes_agree").contains("compare() must return"));
 }
 
