@@ -11,6 +11,8 @@ Rust from rubrics/01-metrics.yaml. Probes:
              return on the same device (`sim.<run>.if_*`). Two configurations (a: one step per
              window; b: several), each measured twice on a fresh device with the same costs.
   real       measure() on the real TinyGPT training step (zero_grad, forward + loss, backward)
+             — a step is a call of the step() handed over: a forward of the model outside one
+             is recorded as `outside_step`, never as a step —
              twice, interleaved with the grader's own measurement of the same step (warm-up, sync,
              one-step windows) before, between and after the two calls; each call's median is
              compared with the grader's blocks around it (`real.run<k>.grader_*`: the slowest
@@ -35,6 +37,7 @@ The same face on both devices (issue 19): `step` and `sync` are plain functions 
 on the simulated device and the real one (`_face`), and the virtual clock starts at the real
 perf_counter's reading, so a submission cannot behave only while simulated.
 """
+import contextlib
 import math
 import random
 import statistics
@@ -147,7 +150,12 @@ class Lesson:
             "idx": inputs["batch/idx"].to(self.device),
             "targets": inputs["batch/targets"].to(self.device),
         }
-        self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=lambda rec: "real")
+        # a step is a call of the step() the grader handed over (issue 38): a forward of the model
+        # outside one is no step (`outside_step`), whatever the submission ran it on
+        self.calls_running = 0
+        self.observer = ctx.lib.StepObserver(
+            ctx, self.batch, variant=lambda rec: "real", inside=lambda: self.calls_running > 0
+        )
         self.real_samples = None
 
     def need(self, name):
@@ -167,6 +175,15 @@ class Lesson:
             dropout=0.0,
         )
         return self.ctx.lib.observed_model(self.ctx, cfg, self.weights, self.device, self.observer)
+
+    @contextlib.contextmanager
+    def step_call(self):
+        """The span of one call of the handed-over step(): the forwards in it are steps."""
+        self.calls_running += 1
+        try:
+            yield
+        finally:
+            self.calls_running -= 1
 
     def sync_device(self):
         if self.device.type == "cuda":
@@ -244,9 +261,10 @@ class Lesson:
         idx, targets = self.batch["idx"], self.batch["targets"]
 
         def work():
-            model.zero_grad(set_to_none=True)
-            _, loss = model(idx, targets)
-            loss.backward()
+            with self.step_call():
+                model.zero_grad(set_to_none=True)
+                _, loss = model(idx, targets)
+                loss.backward()
 
         def wait():
             ctx.event("sync")
@@ -351,9 +369,10 @@ class Lesson:
             targets = self.batch["targets"][:b, :t].contiguous()
 
             def step():
-                model.zero_grad(set_to_none=True)
-                _, loss = model(idx, targets)
-                loss.backward()
+                with self.step_call():
+                    model.zero_grad(set_to_none=True)
+                    _, loss = model(idx, targets)
+                    loss.backward()
 
             return step
 

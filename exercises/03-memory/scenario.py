@@ -105,17 +105,10 @@ class Watched(object):
         except (AttributeError, TypeError, ValueError):
             b, t = -1, -1  # not a (B, T) tensor: the forward fails on its own
         ctx.event("shape", batch=b, seq_len=t)
-        k = self.base.next_id  # the id of the `step` this forward sends
         out = self.base.forward(model, idx, targets, _tagged(self.tag, blocks_fn))
         if self.first is None:
             self.first = out
-        logits, loss = out
-        if loss is None and torch.is_grad_enabled() and logits.requires_grad:
-            # model(idx): the contract lets the loss be computed outside (F.cross_entropy of the
-            # logits), so the logits stand for the loss the model returned: a backward that
-            # reaches them comes from a loss of the logits and goes on through every block
-            logits.register_hook(lambda g: ctx.event("step_done", id=k, t=ctx.clock()))
-        return out
+        return out  # model(idx) without targets: the observer takes the logits for the loss
 
 
 def _lm_batch(idx, targets):

@@ -10,6 +10,8 @@ lessons need, so it is written once:
                                                       grader's own clock, seconds)
       fwd_end   {id, ckpt, variant}                 the forward returned: checkpoint calls in it
       step_done {id, t}                             backward reached the embedding output
+      outside_step {t}                              a forward outside the handed-over step()
+                                                    (lesson 01's observer only): no step
   A whole training step is a `step` with its `step_done`; a forward without one (measuring bytes,
   inference) is not a step. Every forward is also summarised in `ctx.traces["forwards.<probe>"]`
   (checkpoint calls, autograd on/off, the checkpointing flag when the grader set it), so rules such
@@ -225,12 +227,20 @@ class StepObserver:
     inside a `checkpoint()` call (`layers`, `wrapped`: forward pre-hooks on the grader's modules;
     a recompute during backward is no forward's). `variant(rec)` decides a step's variant from that
     record (lesson 04: "on" when every layer ran inside a checkpoint, not when some checkpoint was
-    called)."""
+    called).
 
-    def __init__(self, ctx, batch, variant=None):
+    `inside(ctx)`, when given, says whether a forward runs inside a call of the `step()` the grader
+    handed over (lesson 01): a forward outside one is no step of the submission's measurement (it
+    sends `outside_step`, not `step`), so a model dug out of `step()` and run on other inputs or
+    other terms counts for nothing. When the model returns no loss (`model(idx)`: the contract lets
+    the loss be computed outside, `F.cross_entropy` of the logits), the logits stand for it: a
+    backward that reaches them and goes on to the embedding is the step's."""
+
+    def __init__(self, ctx, batch, variant=None, inside=None):
         self.ctx = ctx
         self.batch = batch
         self.variant = variant or (lambda rec: None)
+        self.inside = inside
         self.next_id = 0
         self.current = None  # the forward running now: {"layers", "wrapped"} (see _layer_ran)
 
@@ -243,6 +253,9 @@ class StepObserver:
 
     def forward(self, model, idx, targets, blocks_fn):
         ctx = self.ctx
+        if self.inside is not None and not self.inside():
+            ctx.event("outside_step", t=ctx.clock())
+            return TinyGPT.forward(model, idx, targets, blocks_fn=blocks_fn)
         k = self.next_id
         self.next_id += 1
         grad = torch.is_grad_enabled()
@@ -265,7 +278,7 @@ class StepObserver:
         finally:
             self.current = outer
         out = model.head_loss(h, targets)
-        loss = out[1]
+        loss = out[1] if out[1] is not None else out[0]  # no targets: the logits stand for the loss
         if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
 
             def through_loss(g, state=state):
