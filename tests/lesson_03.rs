@@ -162,7 +162,7 @@ fn rust_truths_equal_what_python_measured() {
 fn activation_formula_equals_every_measured_row() {
     // the grader's saved_tensors_hooks measurement (Python) and the op-by-op formula (Rust) agree
     // on every row it recorded (single ledgers, the repeated ledger's case and the whole sweep),
-    // once the tag of the grader's that each call's forwards save (`tag`, drawn per call) is
+    // once the tag of the grader's that each row's forwards save (`tag`, drawn per row) is
     // taken off; the submission's rows are held to these by the ledger check
     let obs = recorded("solution");
     let cfg = recorded_exercise().model;
@@ -194,7 +194,8 @@ fn activation_formula_equals_every_measured_row() {
         }
     }
     assert_eq!(n, 3 + 12);
-    assert_eq!(tags.len(), 4, "one tag per call: {tags:?}");
+    // drawn per row (each call and shape): one row's measurement prices no other
+    assert_eq!(tags.len(), 3 + 12, "one tag per row: {tags:?}");
     // the repeated ledger's case is another shape than the first
     let (first, again) = (
         &obs.traces["grader.adam"][0],
@@ -261,12 +262,16 @@ fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
         "a 3 × 4 grid drawn from the seed"
     );
     let v = |b: i64, t: i64| {
-        rows.iter()
+        &rows
+            .iter()
             .find(|r| r.fields["batch"] == json!(b) && r.fields["seq_len"] == json!(t))
             .unwrap()
-            .fields["activations"]
-            .as_i64()
-            .unwrap()
+            .fields
+    };
+    // each row less its tag (drawn per row: part of the measurement, of no law)
+    let v = |b: i64, t: i64| {
+        let f = v(b, t);
+        f["activations"].as_i64().unwrap() - f["tag"].as_i64().unwrap()
     };
     for &t in &ts {
         let pts: Vec<(i64, i64)> = bs.iter().map(|&b| (b, v(b, t))).collect();
@@ -375,6 +380,67 @@ fn unmeasured_sweep_points_fail_the_sweep() {
             failing(&vs)
         );
     }
+}
+
+#[test]
+fn a_step_off_its_case_is_no_step_of_the_row() {
+    // a forward on another case's model, or on tokens of the submission's own, is sent as
+    // `shape {.., case: false}`: its backward makes no row of the grid measured
+    let mut obs = recorded("solution");
+    let (bs, ts) = grid(&obs);
+    let mut marked = 0;
+    for e in rows_mut(&mut obs, "sweep.calls").iter_mut() {
+        if e.e == "shape"
+            && e.fields["batch"].as_i64() == Some(bs[0])
+            && e.fields["seq_len"].as_i64() == Some(ts[1])
+        {
+            assert_eq!(
+                e.fields["case"],
+                json!(true),
+                "the solution runs on its cases"
+            );
+            e.fields.insert("case".into(), json!(false));
+            marked += 1;
+        }
+    }
+    assert_eq!(marked, 1);
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), vec!["sweep_matches"]);
+    let why = &verdict(&vs, "sweep_matches").why.en;
+    assert!(
+        why.contains(&format!(
+            "B={}, T={}: the grader saw no whole training step",
+            bs[0], ts[1]
+        )) && why.contains("on that row's case"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_row_priced_from_another_rows_tag_fails_the_sweep() {
+    // one measured row teaches the tag of that row only: the others' activations from the
+    // closed form plus that tag are off by the difference of the two rows' tags
+    let cfg = recorded_exercise().model;
+    let mut obs = recorded("solution");
+    let grader = obs.traces["sweep.grader"].clone();
+    let first_tag = grader[0].fields["tag"].as_i64().unwrap();
+    for r in rows_mut(&mut obs, "sweep.student").iter_mut() {
+        let (b, t) = (
+            r.fields["batch"].as_i64().unwrap(),
+            r.fields["seq_len"].as_i64().unwrap(),
+        );
+        r.fields.insert(
+            "activations".into(),
+            json!(activation_bytes(&cfg, b, t) + first_tag),
+        );
+    }
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), vec!["sweep_matches"]);
+    // growth is fitted with each row's tag taken off: the grader's rows and the solution's
+    // decide the laws exactly although every row carries a tag of its own
+    let vs = grade_obs(recorded("solution"));
+    let g = verdict(&vs, "growth_laws");
+    assert!(g.why.en.contains("quadratic"), "{}", g.why.en);
 }
 
 #[test]
@@ -504,10 +570,21 @@ fn a_rerun_without_a_step_is_not_reproduced() {
 fn growth_is_judged_on_the_students_own_sweep_too() {
     // GROWTH right for the grader's sweep, but the student's own rows grow otherwise (here:
     // activations that do not depend on seq_len): an answer not read off one's own sweep fails
+    // (each row carries the grader's tag of that row, drawn per row; the fit takes it off)
     let mut obs = recorded("solution");
+    let grader = obs.traces["sweep.grader"].clone();
     for r in rows_mut(&mut obs, "sweep.student") {
         let b = r.fields["batch"].as_i64().unwrap();
-        r.fields.insert("activations".into(), json!(1000 * b));
+        let tag = grader
+            .iter()
+            .find(|g| {
+                g.fields["batch"] == r.fields["batch"] && g.fields["seq_len"] == r.fields["seq_len"]
+            })
+            .unwrap()
+            .fields["tag"]
+            .as_i64()
+            .unwrap();
+        r.fields.insert("activations".into(), json!(1000 * b + tag));
     }
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["sweep_matches", "growth_laws"]);

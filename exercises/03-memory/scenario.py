@@ -12,11 +12,13 @@ Who computes what (ARCHITECTURE.md):
   - loss, logits, gradients and the weights after one Adam / SGD+momentum step: libtorch, in Rust
     (src/reference/), compared with what the grader caught of the ledger's step;
   - proof of work (issue 38): every forward of the observed model saves a tag of the grader's
-    (`_tagged`: a view of ones whose storage size is drawn per call), so activations are measured
-    or wrong; the repeated Adam ledger runs on a case of another shape drawn from the seed; and
-    each returned row counts only if the grader saw a whole training step (`step` + `step_done`)
-    at its shape in the call that returned it (`shape` and `call` events below, judged in Rust by
-    the `ledger` check's `steps:`).
+    (`_tagged`: a view of ones whose storage size is drawn per row, each call and shape,
+    multiplied into the embedding's output before any code of the submission's runs), so every
+    row's activations are measured in that row's forward or wrong; the repeated Adam ledger runs
+    on a case of another shape drawn from the seed; and each returned row counts only if the
+    grader saw a whole training step (`step` + `step_done`) at its shape, on its case (the model
+    handed over for it, on its tokens), in the call that returned it (`shape` and `call` events
+    below, judged in Rust by the `ledger` check's `steps:`).
 
 A *case* is what `make_case(batch, seq_len)` returns and `memory_ledger(**case)` takes: a fresh
 TinyGPT with the grader's weights (train mode, dropout 0), a fresh optimizer on its parameters and
@@ -36,11 +38,11 @@ Probes:
 
 Traces (one event per ledger row: batch, seq_len, optimizer and the entries; an entry that is not a
 number is left out and its `<entry>_error` says why; the grader's rows also carry `tag`, the bytes
-of the tag's storage in that call):
+of the tag's storage in that row):
   ledger.{adam,sgd,adam_again}, grader.{adam,sgd,adam_again}, sweep.student, sweep.grader
 Event traces {ledger,sweep,growth}.calls: what happened during each probe (`empty_cache` calls, the
 grader's `step` / `fwd_end` / `step_done` events, `call {call}` when a call of the submission
-begins, `shape {batch, seq_len}` before each forward's `step`), sent as it happens.
+begins, `shape {batch, seq_len, case}` before each forward's `step`), sent as it happens.
 Metrics: ledger.{adam,adam_again,sgd}.<entry>, ledger.{adam,adam_again,sgd}.backwards,
 ledger.{adam,adam_again}.adam_step, grader.{adam,sgd,adam_again}.{activations,peak}, growth.{batch,seq_len},
 calls.empty_cache (torch.cuda.empty_cache() calls while the submission ran, counted on CPU too).
@@ -48,6 +50,7 @@ Tensors: ledger/{adam,sgd}/{loss,logits,grad/<param>,update/<param>}.
 """
 import gc
 import random
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -70,33 +73,58 @@ ProbeFailed = Exception  # replaced by the driver's class before anything runs
 
 
 def _tagged(tag, inner=None):
-    """A `blocks_fn` that runs the blocks (`inner`, the submission's own or the plain loop) and
-    multiplies their output by `tag`, a float32 view of ones: values and gradients are unchanged
-    to the bit, and autograd saves `tag` for backward, so its storage (drawn per call) is part of
-    what the forward keeps: activations can be measured, never computed from a closed form."""
+    """A `blocks_fn` that multiplies the embedding's output by `tag`, a float32 view of ones, and
+    runs the blocks (`inner`, the submission's own or the plain loop) on the product: values and
+    gradients are unchanged to the bit, and autograd saves `tag` for backward, so its storage
+    (drawn per row: each call and shape) is part of what the forward keeps: activations can be
+    measured, never computed from a closed form. The product is made here, before any code of the
+    submission's runs, and only that plain tensor is handed over: the submission's objects never
+    meet the tag (a `__mul__` or `__torch_function__` of an object its `blocks_fn` returns sees
+    nothing), only a `saved_tensors_hooks` measurement does."""
     inner = inner or _plain_blocks
 
     def blocks_fn(blocks, x):
-        return inner(blocks, x) * tag
+        return inner(blocks, x * tag)
 
     return blocks_fn
 
 
 class Watched(object):
     """Observer of the grader's TinyGPT during ONE call of the submission (a ledger call, or the
-    whole sweep). Before each forward's own `step` event it sends `shape {batch, seq_len}` (so
-    Rust knows at which shape each whole step, `step` + `step_done`, was taken: the `ledger`
-    check's `steps:`), runs the blocks through `_tagged` with this call's tag, and keeps the first
-    forward's (logits, loss)."""
+    whole sweep). It knows the cases it handed over in that call (`bind`: each case's model and
+    the grader's own copy of its batch). Before each forward's own `step` event it sends
+    `shape {batch, seq_len, case}` (so Rust knows at which shape each whole step, `step` +
+    `step_done`, was taken: the `ledger` check's `steps:`; `case` is false unless the forward ran
+    on a case of this call with that case's own inputs: another case's model, a model of its own
+    making or tokens of its own are no step of that row), runs the blocks through `_tagged` with
+    the tag of this call and the forward's shape, and keeps the first forward's (logits, loss)."""
 
-    def __init__(self, ctx, base, tag):
+    def __init__(self, ctx, base, setup, call):
         self.ctx = ctx
         self.base = base
-        self.tag = tag
+        self.setup = setup
+        self.call = call
+        self.cases = weakref.WeakKeyDictionary()  # model -> the grader's copy of its batch
         self.first = None
 
     def __getattr__(self, name):  # the rest of the observer's interface is the base's
         return getattr(self.base, name)
+
+    def bind(self, model, batch):
+        self.cases[model] = batch
+
+    def on_case(self, model, idx, targets):
+        """Whether this forward is a step of the case `model` was handed over in: its inputs are
+        the grader's tokens of that case (the targets those too, or none: the loss computed
+        outside)."""
+        try:
+            ref = self.cases.get(model)
+        except TypeError:
+            return False
+        if ref is None:
+            return False
+        label = self.ctx.lib.label
+        return label(idx, ref["idx"]) == "batch" and label(targets, ref["targets"]) in ("batch", "none")
 
     def forward(self, model, idx, targets, blocks_fn):
         ctx = self.ctx
@@ -104,8 +132,9 @@ class Watched(object):
             b, t = (int(n) for n in idx.shape)
         except (AttributeError, TypeError, ValueError):
             b, t = -1, -1  # not a (B, T) tensor: the forward fails on its own
-        ctx.event("shape", batch=b, seq_len=t)
-        out = self.base.forward(model, idx, targets, _tagged(self.tag, blocks_fn))
+        ctx.event("shape", batch=b, seq_len=t, case=bool(self.on_case(model, idx, targets)))
+        tag = self.setup.tag(self.call, b, t)
+        out = self.base.forward(model, idx, targets, _tagged(tag, blocks_fn))
         if self.first is None:
             self.first = out
         return out  # model(idx) without targets: the observer takes the logits for the loss
@@ -149,29 +178,43 @@ class Setup:
         }
         # the sweep's optimizer is picked per run from the seed; the single ledgers use both
         self.sweep_optimizer = OPTIMIZERS[ctx.seed % 2]
-        # drawn per grading, per call, out of the submission's reach (issue 38: a number is
+        # drawn per grading, per row, out of the submission's reach (issue 38: a number is
         # believed only when the grader saw the work that made it, in the same call):
-        # - each call's tag: the storage (float32 elements beyond d_model) of the tensor of the
-        #   grader's that every forward saves for backward (`_tagged`), so the honest activations
-        #   differ from TinyGPT's closed form by an amount only a measurement sees;
+        # - each row's tag: the storage (float32 elements beyond d_model) of the tensor of the
+        #   grader's that every forward saves for backward (`_tagged`), drawn for each call and
+        #   each shape a forward runs at in it (every ledger call and every grid point of the
+        #   sweep: distinct), so the honest activations differ from TinyGPT's closed form by an
+        #   amount only a measurement of that row's forward sees (one row's measurement prices
+        #   no other);
         # - the repeated Adam ledger's case: another batch size and sequence length than the
         #   first (≤ it, so it costs less), with tokens of its own, so a cached number is wrong.
         tags = random.Random(ctx.seed * 7_919 + 38)
-        self.tag_extra = {call: tags.randrange(1, 1 << 12) for call in CALLS}
         b0, t0 = (int(n) for n in self.batch["idx"].shape)
         self.again_shape = (
             tags.choice([b for b in (1, 2, 3) if b != b0]),
             tags.choice([t for t in (16, 24, 32, 40, 48, 56) if t != t0]),
         )
+        rows = [("ledger.adam", b0, t0), ("ledger.sgd", b0, t0), ("ledger.adam_again", *self.again_shape)]
+        rows += [("sweep.student", b, t) for b, t in self.grid()]
+        self.tag_extra = dict(zip(rows, tags.sample(range(1, 1 << 10), len(rows))))
 
-    def tag(self, call):
-        """A fresh tag for call `call`: a (d_model,) view of ones whose storage holds the drawn
-        number of extra elements; its storage's bytes are added to the grader's rows (`tag`)."""
+    def _extra(self, call, b, t):
+        """The drawn number of extra elements of the tag of call `call`'s forwards at (b, t)
+        (a shape no row has, too: drawn from the seed, the call and the shape)."""
+        key = (call, int(b), int(t))
+        if key not in self.tag_extra:
+            self.tag_extra[key] = random.Random(f"{self.ctx.seed}/{call}/{b}/{t}").randrange(1, 1 << 10)
+        return self.tag_extra[key]
+
+    def tag(self, call, b, t):
+        """A fresh tag for the forwards of call `call` at shape (b, t): a (d_model,) view of ones
+        whose storage holds the drawn number of extra elements; its storage's bytes are added to
+        the grader's row (`tag`)."""
         d = self.cfg.d_model
-        return torch.ones(d + self.tag_extra[call], device=self.device)[:d]
+        return torch.ones(d + self._extra(call, b, t), device=self.device)[:d]
 
-    def tag_bytes(self, call):
-        return 4 * (self.cfg.d_model + self.tag_extra[call])
+    def tag_bytes(self, call, b, t):
+        return 4 * (self.cfg.d_model + self._extra(call, b, t))
 
     def again_batch(self):
         """The repeated Adam ledger's batch: drawn from the seed, shaped `again_shape`."""
@@ -210,7 +253,8 @@ def _grader_ledger(setup, name, batch, call):
     model = model.to(setup.device).train()
     opt = setup.optimizer(name, model)
     cuda = setup.device.type == "cuda"
-    blocks_fn = _tagged(setup.tag(call))
+    b, t = (int(n) for n in batch["idx"].shape)
+    blocks_fn = _tagged(setup.tag(call, b, t))
     if cuda:
         gc.collect()
         _synchronize()
@@ -223,9 +267,8 @@ def _grader_ledger(setup, name, batch, call):
     if cuda:
         _synchronize()
         peak = _max_allocated()
-    b, t = batch["idx"].shape
-    return {"e": "ledger", "batch": int(b), "seq_len": int(t), "optimizer": name,
-            "activations": int(activations), "tag": setup.tag_bytes(call), "peak": peak}
+    return {"e": "ledger", "batch": b, "seq_len": t, "optimizer": name,
+            "activations": int(activations), "tag": setup.tag_bytes(call, b, t), "peak": peak}
 
 
 def before_submission(ctx):
@@ -277,13 +320,17 @@ class Lesson:
         return fn
 
     def case(self, name, batch=None, observer=None):
+        """A fresh case on `batch` (the grader's batch when None): the submission gets a copy of
+        the batch; `observer` (a `Watched`) keeps the grader's own, to tell the case's steps."""
         lib = self.ctx.lib
         obs = observer or lib.StepObserver(self.ctx, self.batch)
         model = lib.observed_model(self.ctx, self.setup.cfg, self.setup.weights, self.device, obs)
         opt = self.setup.optimizer(name, model)
         if batch is None:
-            batch = _clone_batch(self.batch)
-        return {"model": model, "optimizer": opt, "batch": batch, "device": self.device}
+            batch = self.batch
+        if isinstance(obs, Watched):
+            obs.bind(model, batch)
+        return {"model": model, "optimizer": opt, "batch": _clone_batch(batch), "device": self.device}
 
     def make_case(self, batch, seq_len):
         """make_case(batch, seq_len) as the submission's sweep() gets it."""
@@ -305,8 +352,8 @@ class Lesson:
             gc.collect()
             _synchronize()
 
-    def row(self, case, optimizer, entries):
-        b, t = case["batch"]["idx"].shape
+    def row(self, batch, optimizer, entries):
+        b, t = batch["idx"].shape
         return {"e": "ledger", "batch": int(b), "seq_len": int(t), "optimizer": optimizer, **entries}
 
     # -- checking what the submission returned ---------------------------------------------------
@@ -351,9 +398,9 @@ class Lesson:
         label = opt if run == 1 else f"{opt}_again"
         call = f"ledger.{label}"
         # the repeated call gets a case of its own (another shape, drawn from the seed)
-        batch = self.setup.again_batch() if run > 1 else None
-        watched = Watched(ctx, self.steps, self.setup.tag(call))
-        case = self.case(name, batch=batch, observer=watched)
+        ref = self.setup.again_batch() if run > 1 else self.batch  # the grader's own copy
+        watched = Watched(ctx, self.steps, self.setup, call)
+        case = self.case(name, batch=ref, observer=watched)
         model, optimizer, batch = case["model"], case["optimizer"], case["batch"]
         grads, passes = {}, {}
 
@@ -378,7 +425,7 @@ class Lesson:
             logits, loss = watched.first
             ctx.save_tensor(f"ledger/{label}/logits", logits)
             if loss is None:  # model(idx) and the loss computed outside: the same cross-entropy
-                targets = batch["targets"]
+                targets = ref["targets"]
                 loss = F.cross_entropy(logits.detach().reshape(-1, logits.shape[-1]), targets.reshape(-1))
             ctx.save_tensor(f"ledger/{label}/loss", loss)
         for pname, g in grads.items() if run == 1 else ():
@@ -386,7 +433,7 @@ class Lesson:
         for pname, p in model.named_parameters() if run == 1 else ():  # one optimizer step?
             w0 = self.setup.weights[pname].to(torch.float64)
             ctx.save_tensor(f"ledger/{label}/update/{pname}", p.detach().to("cpu", torch.float64) - w0)
-        row = self.row(case, name, self.entries(got, "memory_ledger(...)"))
+        row = self.row(ref, name, self.entries(got, "memory_ledger(...)"))
         self.record(call, row)
         ctx.traces[call] = [row]
         del case, model, optimizer, watched
@@ -402,10 +449,11 @@ class Lesson:
     def sweep(self):
         sweep = self.need("sweep")
         grid = self.setup.sweep_grid
-        # every case of the sweep is watched by one observer (one call: one tag); Rust holds each
-        # returned row to a whole step the grader saw at its shape in this call (`steps:`)
+        # every case of the sweep is watched by one observer (one call; a tag per grid point); Rust
+        # holds each returned row to a whole step the grader saw at its shape, on that point's
+        # case (the model make_case returned, with its batch), in this call (`steps:`)
         self.sweep_seen = Watched(self.ctx, self.ctx.lib.StepObserver(self.ctx, self.batch),
-                                  self.setup.tag("sweep.student"))
+                                  self.setup, "sweep.student")
         self.ctx.event("call", call="sweep.student")
         got = sweep(self.make_case, batches=list(grid["batches"]), seq_lens=list(grid["seq_lens"]))
         if not isinstance(got, (list, tuple)):

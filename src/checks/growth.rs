@@ -9,7 +9,10 @@
 //! group must agree. The report lists every row, so the verdict explains itself. `whose:` says
 //! whether the rows are the grader's sweep or the student's own (lesson 03 judges the answer
 //! against both: a law copied from the hints fails when the student's own sweep decides another
-//! law or has no rows; own rows that decide nothing contradict nothing and pass).
+//! law or has no rows; own rows that decide nothing contradict nothing and pass). With `less:`,
+//! each row's value is first reduced by a field of the row at the same point of another trace
+//! (lesson 03: the grader's tag of that row, drawn per row, part of an honest measurement but of
+//! no law); a row at a point that trace lacks is left out.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -108,11 +111,32 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         Ok(r) => r,
         Err(why) => return Outcome::missing(why, "—"),
     };
+    // (group_by, axis) -> the amount taken off that row's value (`less:`)
+    let less: Option<BTreeMap<(i64, i64), i64>> = match &spec.less {
+        None => None,
+        Some(l) => match env.evidence.trace(&l.rows) {
+            Ok(off) => Some(
+                off.iter()
+                    .filter_map(|r| Some(((int(r, by)?, int(r, axis)?), int(r, &l.value)?)))
+                    .collect(),
+            ),
+            Err(why) => return Outcome::missing(why, "—"),
+        },
+    };
     // group_by value -> points (axis, value)
     let mut groups: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
     for r in rows {
+        let off = |g: i64, x: i64| match &less {
+            None => Some(0),
+            Some(m) => m.get(&(g, x)).copied(),
+        };
         match (int(r, by), int(r, axis), int(r, value)) {
-            (Some(g), Some(x), Some(y)) => groups.entry(g).or_default().push((x, y)),
+            (Some(g), Some(x), Some(y)) => match off(g, x) {
+                Some(o) => groups.entry(g).or_default().push((x, y - o)),
+                // a row at a point the grader has no row for (off the grid: the ledger check's)
+                // has no amount to take off: it is left out of the fit
+                None => {}
+            },
             _ => {
                 let why = Text::same(format!(
                     "{}: a row lacks integer {by}/{axis}/{value}",
@@ -153,10 +177,22 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         };
         laws.push(law);
     }
-    let bound = text!(
-        format!("GROWTH['{axis}'] = {value} 的增长规律"),
-        format!("GROWTH['{axis}'] = how {value} grows")
-    );
+    let bound = match &spec.less {
+        None => text!(
+            format!("GROWTH['{axis}'] = {value} 的增长规律"),
+            format!("GROWTH['{axis}'] = how {value} grows")
+        ),
+        Some(l) => text!(
+            format!(
+                "GROWTH['{axis}'] = {value}（减去每行的 {}）的增长规律",
+                l.value
+            ),
+            format!(
+                "GROWTH['{axis}'] = how {value} (less each row's {}) grows",
+                l.value
+            )
+        ),
+    };
     let fitted: Option<&String> = match laws.first() {
         Some(Some(l)) if laws.iter().all(|x| x.as_ref() == Some(l)) => Some(l),
         _ => None,

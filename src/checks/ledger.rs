@@ -14,16 +14,18 @@
 //!   activations     the grader's own measurement in its row (bytes of the distinct storages saved
 //!                   for backward during the forward, parameters excluded), taken before the
 //!                   submission was imported (the lesson's scenario.py, `before_submission`);
-//!                   it includes the call's tag (`tag` in the row: a tensor of the grader's every
-//!                   forward saves, its size drawn per call), which `activation_bytes` does not
+//!                   it includes the row's tag (`tag` in the row: a tensor of the grader's every
+//!                   forward saves, its size drawn per call and shape), which `activation_bytes` does not
 //!                   know: the closed form explains the growth, it is not the answer
 //! The shape itself is drawn from the seed (`exercise.yaml` `model_draw:`, `Exercise::model_for`),
 //! so `env.exercise.model` is the shape this grading used.
 //!
 //! With `steps:` (event traces), a row counts only if it was measured: the grader saw a whole
-//! training step (`step` + its `step_done`) at the row's batch and seq_len in the call that
-//! returned it (`whole_steps`). Rows filled in from parameter shapes after a forward-only or
-//! `no_grad` forward, interpolated, or cached from another call are not.
+//! training step (`step` + its `step_done`) at the row's batch and seq_len, on the case the
+//! grader handed over for it (its model and its inputs), in the call that returned it
+//! (`whole_steps`). Rows filled in from parameter shapes after a forward-only or `no_grad`
+//! forward, interpolated, cached from another call, or run on a case of the submission's choosing
+//! (another case's model, tokens of its own) are not.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -75,10 +77,11 @@ pub fn activation_bytes(cfg: &ModelConfig, b: i64, t: i64) -> i64 {
 
 /// The (batch, seq_len) of every whole training step the grader saw, per call. In each trace, a
 /// `call {call}` event opens a call (the next `call` event or the trace's end closes it); inside
-/// it, the scenario's `shape {batch, seq_len}` comes right before its forward's `step {id}`, and
-/// that step is whole when its `step_done {id}` (the loss the model returned went through
+/// it, the scenario's `shape {batch, seq_len, case}` comes right before its forward's `step {id}`,
+/// and that step is whole when its `step_done {id}` (the loss the model returned went through
 /// backward) comes in the same call. A step's shape is the one its forward ran at, whatever
-/// the rows say.
+/// the rows say; a forward with `case: false` (not on a case handed over in that call, with
+/// that case's own inputs: another case's model, tokens of the submission's own) is no step.
 pub fn whole_steps<'a>(
     traces: impl IntoIterator<Item = &'a [Event]>,
 ) -> BTreeMap<String, BTreeSet<(i64, i64)>> {
@@ -101,6 +104,11 @@ pub fn whole_steps<'a>(
                     close(&call, &mut done);
                     call = ev.field_str("call").map(str::to_string);
                     (shape, started) = (None, BTreeMap::new());
+                }
+                // a forward on something other than a case of this call with that case's own
+                // inputs (`case: false`) is no step of any row
+                "shape" if ev.fields.get("case") == Some(&serde_json::Value::Bool(false)) => {
+                    shape = None
                 }
                 "shape" => shape = int(ev, "batch").zip(int(ev, "seq_len")),
                 "step" => {
@@ -235,11 +243,11 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                     stepped += 1;
                 } else {
                     bad_zh.push(format!(
-                        "{a_name} {}：这次调用中评分器没有看到这个形状的完整训练步（前向 + loss 反向），这一行不是测量",
+                        "{a_name} {}：这次调用中评分器没有在这个形状、在该行的情形（它的模型与输入）上看到完整训练步（前向 + loss 反向），这一行不是测量",
                         at(t)
                     ));
                     bad_en.push(format!(
-                        "{a_name} {}: the grader saw no whole training step (forward + the loss's backward) at that shape in the call that returned it: not a measured row",
+                        "{a_name} {}: the grader saw no whole training step (forward + the loss's backward) at that shape, on that row's case (its model and inputs), in the call that returned it: not a measured row",
                         at(t)
                     ));
                 }

@@ -410,6 +410,19 @@ pub struct GrowthSpec {
     /// law or are missing (own rows that decide nothing pass: the grader's sweep decides).
     #[serde(default)]
     pub whose: Whose,
+    /// Taken off each row's `value` before the fit: field `value` of the row of trace `rows` at
+    /// the same `axis` and `group_by` (lesson 03: each row's tag, a tensor of the grader's drawn
+    /// per row, is part of an honest measurement but of no growth law).
+    #[serde(default)]
+    pub less: Option<GrowthLess>,
+}
+
+/// `less:` of a `growth` check: where the amount taken off each row is read.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrowthLess {
+    pub rows: String,
+    pub value: String,
 }
 
 /// Who made a set of rows.
