@@ -12,7 +12,10 @@ lessons need, so it is written once:
       step_done {id, t, variant?}                   the backward that began at the loss ended,
                                                     through every layer, to the embedding, with
                                                     a new gradient for every parameter
-      step_undone {id, why, t}                      a backward from the loss that missed one
+      step_undone {id, embedding, back, layers,     a backward from the loss that missed one:
+                   grads, params, t}                reached the embedding?, layers backpropagated
+                                                    of those that ran, parameters given a new
+                                                    gradient of all
       outside_step {t}                              a forward outside the handed-over step()
                                                     (lesson 01's observer only): no step
   A whole training step is a `step` with its `step_done`; a forward without one (measuring bytes,
@@ -240,7 +243,7 @@ class StepObserver:
     Layers that run again during that backward are recomputations (`recomputed`); `variant(rec)`
     decides a step's variant from the forward's record, and again at the end of its backward with
     `recomputed` added (lesson 04: "on" when every layer ran inside a checkpoint and was
-    recomputed). A backward that misses one of the three sends `step_undone {id, why}` instead.
+    recomputed). A backward that misses one of the three sends `step_undone` (what it missed) instead.
 
     `inside()`, when given, says whether a forward runs inside a call of the `step()` the grader
     handed over (lesson 01): a forward outside one is no step of the submission's measurement (it
@@ -348,21 +351,18 @@ class StepObserver:
         if self.backward is state:
             self.backward = None
         state["done"] = True
-        why = []
-        if not state["embedding"]:
-            why.append("the backward did not reach the embedding from the loss")
-        if state["back"] < state["layers"] or state["layers"] == 0:
-            why.append(f"the backward went through {state['back']} of the {state['layers']} layers that ran")
         fresh = sum(
             1 for p, (g0, v0) in zip(params, state["grads"])
             if p.grad is not None and (p.grad is not g0 or p.grad._version != v0)
         )
-        if fresh < len(params):
-            why.append(f"{len(params) - fresh} of {len(params)} parameters got no gradient")
         state["grads"] = None
         ctx = self.ctx
-        if why:
-            ctx.event("step_undone", id=state["id"], why="; ".join(why), t=ctx.clock())
+        whole = state["embedding"] and 0 < state["layers"] <= state["back"] and fresh == len(params)
+        if not whole:  # what it missed, for the report (measurement.rs)
+            ctx.event(
+                "step_undone", id=state["id"], embedding=state["embedding"], back=state["back"],
+                layers=state["layers"], grads=fresh, params=len(params), t=ctx.clock(),
+            )
             return
         variant = self.variant({**rec, "recomputed": state["recomputed"]})
         ctx.event("step_done", id=state["id"], t=ctx.clock(), **({"variant": variant} if variant else {}))
