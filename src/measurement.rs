@@ -13,6 +13,9 @@
 //!   `_ns` clock); `timer {clock: cuda_event, id}` recorded a CUDA event; `elapsed {a, b, v}` the
 //!   submission asked for the time between two recorded CUDA events.
 //! - `sync` the submission called the `sync()` it was given.
+//! - `step_undone {id, embedding, back, layers, grads, params}` a backward began at a step's loss
+//!   but missed part of it (the embedding, a layer, a parameter's gradient): that step stays a
+//!   stray forward; reports say what was missed.
 //! - `work` device work the grader queued outside any step (lesson 05: inputs still being copied
 //!   when `time_calls` starts): no step, but a clock read after it needs a `sync` between.
 //!
@@ -97,6 +100,21 @@ pub struct Measurement {
     pub per: usize,
     /// Seconds between two recorded CUDA events (by their ids), as the submission asked.
     pub elapsed: BTreeMap<(i64, i64), f64>,
+    /// Backwards that began at a step's loss but were no whole step (`step_undone`).
+    pub undone: Vec<Undone>,
+}
+
+/// A backward from a step's loss that missed part of the step (`step_undone`, lib.StepObserver).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Undone {
+    /// It reached the embedding's output from the loss, in the same backward.
+    pub embedding: bool,
+    /// Layers it went back through, of the layers the forward ran.
+    pub back: i64,
+    pub layers: i64,
+    /// Parameters it gave a new gradient, of all the model's.
+    pub grads: i64,
+    pub params: i64,
 }
 
 /// Where one returned number comes from: two reads of one clock that enclose the whole steps
@@ -171,6 +189,7 @@ impl Measurement {
         let mut queued = Vec::new();
         let mut elapsed: BTreeMap<(i64, i64), f64> = BTreeMap::new();
         let mut first_fp: BTreeMap<String, Value> = BTreeMap::new();
+        let mut undone = Vec::new();
         for (pos, e) in events.iter().enumerate() {
             let id = int(e.fields.get("id"));
             match e.e.as_str() {
@@ -232,6 +251,13 @@ impl Measurement {
                     }
                 }
                 "sync" => syncs.push(pos),
+                "step_undone" => undone.push(Undone {
+                    embedding: e.fields.get("embedding").and_then(Value::as_bool) == Some(true),
+                    back: int(e.fields.get("back")).unwrap_or(0),
+                    layers: int(e.fields.get("layers")).unwrap_or(0),
+                    grads: int(e.fields.get("grads")).unwrap_or(0),
+                    params: int(e.fields.get("params")).unwrap_or(0),
+                }),
                 "work" => queued.push(pos),
                 _ => {}
             }
@@ -279,6 +305,7 @@ impl Measurement {
             queued,
             per,
             elapsed,
+            undone,
         }
     }
 

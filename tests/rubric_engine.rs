@@ -1194,3 +1194,44 @@ fn a_thread_started_while_graded_is_a_finding_of_the_audit() {
         others.map(|v| &v.id).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_backward_that_skips_the_blocks_is_no_step_and_the_report_says_what_it_missed() {
+    // every step's backward began at the loss but went around the blocks: `step_undone`, no
+    // `step_done` (lib.StepObserver), so nothing is timed and the reason is named
+    let mut t = T::default();
+    for id in 0..4 {
+        t.read();
+        t.events
+            .push(Event::new("step").with("id", id).with("variant", "off"));
+        t.events.push(
+            Event::new("step_undone")
+                .with("id", id)
+                .with("embedding", true)
+                .with("back", 0)
+                .with("layers", 8)
+                .with("grads", 5)
+                .with("params", 53),
+        );
+        t.sync();
+    }
+    t.read();
+    let out = predicate_on(
+        "warmup",
+        ", min: 1",
+        &[("compare.run1", &t)],
+        &[("off", 0.01), ("on", 0.01)],
+    );
+    assert!(!out.pass);
+    let why = &out.why.en;
+    assert!(
+        why.contains("4 backward(s) from the model's loss were incomplete"),
+        "{why}"
+    );
+    assert!(why.contains("went back through 0 of the 8 layers"), "{why}");
+    assert!(
+        why.contains("left 48 of the 53 parameters without a new gradient"),
+        "{why}"
+    );
+    assert!(!why.contains("embedding"), "{why}");
+}

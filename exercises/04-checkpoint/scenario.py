@@ -47,7 +47,7 @@ class Lesson:
         # the first call (or pasted from an earlier report) is wrong
         self.batch2 = self.other_batch(inputs["batch/idx"], inputs["batch/targets"])
         # a step's variant is decided by what ran (issue 38): "on" when every layer of every
-        # block ran inside a checkpoint call, "off" when they all ran and nothing checkpointed;
+        # block ran inside a checkpoint call and was recomputed in the backward, "off" when they all ran and nothing checkpointed;
         # anything else (layers skipped, a checkpoint beside the blocks) is neither
         self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=self.variant)
 
@@ -56,7 +56,9 @@ class Lesson:
         if rec["layers"] != rec["expected_layers"]:
             return "partial"
         if rec["ckpt"] and rec["wrapped"] == rec["layers"]:
-            return "on"
+            # at the end of the step's backward: every layer recomputed, or the checkpoints
+            # saved what they were meant to drop (hooks of the submission's inside them)
+            return "on" if rec.get("recomputed", rec["layers"]) >= rec["layers"] else "partial"
         if not rec["ckpt"] and not rec["wrapped"]:
             return "off"
         return "partial"

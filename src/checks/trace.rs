@@ -362,13 +362,7 @@ fn predicate(
         if absent.probe.is_some() {
             return Outcome::missing(absent, "—");
         }
-        return Outcome::missing(
-            text!(
-                "没有观察到完整的训练步（前向 + loss + 反向）",
-                "no whole training step (forward, loss, backward) was observed"
-            ),
-            "—",
-        );
+        return Outcome::missing(no_whole_step(&m), "—");
     }
     let variants = spec.variants.clone().unwrap_or_else(|| m.variants());
     let need = env.resolve(&spec.min).unwrap_or(1.0);
@@ -540,6 +534,55 @@ fn no_window_of_per(m: &Measurement, xs: &[f64]) -> Outcome {
             format!("没有一个计时窗口恰好包含 {per} 个完整的步骤：{} 个窗口分别包含 {sizes} 步{mean_zh}。每个样本应是一个 steps_per_repeat 步的窗口 ÷ steps_per_repeat", clean.len()),
             format!("no timed window holds exactly {per} whole step(s): {} window(s) held {sizes} step(s){mean_en}. Each sample is one window of steps_per_repeat steps ÷ steps_per_repeat", clean.len())
         ),
+    )
+}
+
+/// "No whole training step", and what the backwards that began at a loss missed, when some did.
+fn no_whole_step(m: &Measurement) -> Text {
+    let Some(u) = m.undone.first() else {
+        return text!(
+            "没有观察到完整的训练步（前向 + loss + 反向）",
+            "no whole training step (forward, loss, backward) was observed"
+        );
+    };
+    let n = m.undone.len();
+    let mut zh = Vec::new();
+    let mut en = Vec::new();
+    if !u.embedding {
+        zh.push("没有从 loss 一路反传到嵌入层".to_string());
+        en.push("did not go from the loss back to the embedding".to_string());
+    }
+    if u.back < u.layers || u.layers == 0 {
+        zh.push(format!(
+            "只反传经过了前向中运行的 {} 层中的 {} 层",
+            u.layers, u.back
+        ));
+        en.push(format!(
+            "went back through {} of the {} layers the forward ran",
+            u.back, u.layers
+        ));
+    }
+    if u.grads < u.params {
+        zh.push(format!(
+            "{} 个参数中有 {} 个没有得到新的梯度",
+            u.params,
+            u.params - u.grads
+        ));
+        en.push(format!(
+            "left {} of the {} parameters without a new gradient",
+            u.params - u.grads,
+            u.params
+        ));
+    }
+    text!(
+        format!(
+            "没有观察到完整的训练步：{n} 次从模型 loss 开始的反向传播不完整（第一次：{}）。一个训练步是 loss.backward() 经过每个块、为每个参数算出梯度",
+            zh.join("，")
+        ),
+        format!(
+            "no whole training step was observed: {n} backward(s) from the model's loss were incomplete (the first {}). A training step is loss.backward() through every block, computing every parameter's gradient",
+            en.join(", ")
+        )
     )
 }
 

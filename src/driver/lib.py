@@ -9,7 +9,13 @@ lessons need, so it is written once:
                                                       the batch the grader handed over; `t`: the
                                                       grader's own clock, seconds)
       fwd_end   {id, ckpt, variant}                 the forward returned: checkpoint calls in it
-      step_done {id, t}                             backward reached the embedding output
+      step_done {id, t, variant?}                   the backward that began at the loss ended,
+                                                    through every layer, to the embedding, with
+                                                    a new gradient for every parameter
+      step_undone {id, embedding, back, layers,     a backward from the loss that missed one:
+                   grads, params, t}                reached the embedding?, layers backpropagated
+                                                    of those that ran, parameters given a new
+                                                    gradient of all
       outside_step {t}                              a forward outside the handed-over step()
                                                     (lesson 01's observer only): no step
   A whole training step is a `step` with its `step_done`; a forward without one (measuring bytes,
@@ -219,22 +225,30 @@ def label(t, reference):
 class StepObserver:
     """Turns forwards of `ObservedTinyGPT` into step events (see the module docstring).
 
-    What a step is, observed where it happens (issue 38): `step_done` is marked when the loss the
-    model returned went through backward all the way to the embedding's output (a hook on the loss
-    must fire before the one on the embedding, in the same backward: a `backward()` of anything
-    else — `x.sum()` of the blocks' output inside `blocks_fn` — marks nothing), and each forward
-    records how many of the blocks' layers (`attn`, `mlp`) ran in it and how many of those ran
-    inside a `checkpoint()` call (`layers`, `wrapped`: forward pre-hooks on the grader's modules;
-    a recompute during backward is no forward's). `variant(rec)` decides a step's variant from that
-    record (lesson 04: "on" when every layer ran inside a checkpoint, not when some checkpoint was
-    called).
+    What a step is, observed where it happens (issue 38). A forward records how many of the
+    blocks' layers (`attn`, `mlp`) ran in it and how many of those ran inside a `checkpoint()`
+    call (`layers`, `wrapped`: forward pre-hooks on the grader's modules). `step_done` is sent at
+    the end of a backward (a callback queued on autograd's engine) that
 
-    `inside(ctx)`, when given, says whether a forward runs inside a call of the `step()` the grader
+    - began at the loss the model returned (a hook on it; without targets, on the logits: the
+      contract lets the loss be computed outside) and reached the embedding's output in the same
+      backward (the same graph task: two separate `autograd.grad` calls, one from the loss and one
+      at the embedding, make no step);
+    - went back through every layer the forward ran (hooks on each `attn` / `mlp` output, or on
+      its recomputation inside a checkpoint): a blocks_fn whose output reaches the embedding
+      around the blocks (`out.detach() + (x - x.detach())`) backpropagates no block;
+    - gave every parameter of the model a new gradient (a new `.grad` or one accumulated in
+      place): `loss.backward(inputs=[x])` computes none.
+
+    Layers that run again during that backward are recomputations (`recomputed`); `variant(rec)`
+    decides a step's variant from the forward's record, and again at the end of its backward with
+    `recomputed` added (lesson 04: "on" when every layer ran inside a checkpoint and was
+    recomputed). A backward that misses one of the three sends `step_undone` (what it missed) instead.
+
+    `inside()`, when given, says whether a forward runs inside a call of the `step()` the grader
     handed over (lesson 01): a forward outside one is no step of the submission's measurement (it
     sends `outside_step`, not `step`), so a model dug out of `step()` and run on other inputs or
-    other terms counts for nothing. When the model returns no loss (`model(idx)`: the contract lets
-    the loss be computed outside, `F.cross_entropy` of the logits), the logits stand for it: a
-    backward that reaches them and goes on to the embedding is the step's."""
+    other terms counts for nothing."""
 
     def __init__(self, ctx, batch, variant=None, inside=None):
         self.ctx = ctx
@@ -243,6 +257,7 @@ class StepObserver:
         self.inside = inside
         self.next_id = 0
         self.current = None  # the forward running now: {"layers", "wrapped"} (see _layer_ran)
+        self.backward = None  # the step whose backward runs now (began at its loss)
 
     def layer_ran(self):
         state = self.current
@@ -250,6 +265,20 @@ class StepObserver:
             state["layers"] += 1
             if self.ctx.ckpt_depth:
                 state["wrapped"] += 1
+        elif self.backward is not None:  # a checkpoint recomputing a layer during the backward
+            self.backward["recomputed"] += 1
+
+    def layer_out(self, out):
+        """A layer returned `out`: its gradient arriving is that layer's backward."""
+        if (self.current is None and self.backward is None) or not isinstance(out, torch.Tensor):
+            return
+        if out.requires_grad:
+            out.register_hook(self._layer_back)
+
+    def _layer_back(self, grad):
+        state = self.backward
+        if state is not None:
+            state["back"] += 1
 
     def forward(self, model, idx, targets, blocks_fn):
         ctx = self.ctx
@@ -262,14 +291,14 @@ class StepObserver:
         inputs = {"idx": label(idx, self.batch["idx"]), "targets": label(targets, self.batch["targets"])}
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock())
         before = ctx.tally("ckpt")
-        state = {"layers": 0, "wrapped": 0, "loss": False}
+        state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False, "back": 0,
+                 "recomputed": 0, "done": False, "grads": None}
         x = model.embed(idx)
         if grad and x.requires_grad:
 
-            def reached_embedding(g, k=k, state=state):
-                if state["loss"]:  # this backward began at (or went through) the model's loss
-                    state["loss"] = False
-                    ctx.event("step_done", id=k, t=ctx.clock())
+            def reached_embedding(g, state=state):
+                if state["task"] is not None and _graph_task_id() == state["task"]:
+                    state["embedding"] = True
 
             x.register_hook(reached_embedding)
         outer, self.current = self.current, state
@@ -279,12 +308,6 @@ class StepObserver:
             self.current = outer
         out = model.head_loss(h, targets)
         loss = out[1] if out[1] is not None else out[0]  # no targets: the logits stand for the loss
-        if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
-
-            def through_loss(g, state=state):
-                state["loss"] = True
-
-            loss.register_hook(through_loss)
         ckpt = ctx.tally("ckpt") - before
         flag = getattr(blocks_fn, "grade_checkpointing", None)
         rec = {
@@ -302,6 +325,19 @@ class StepObserver:
             "checkpointing": bool(flag) if flag is not None else ckpt > 0,
             "flag_from": "grader" if flag is not None else "observed",
         }
+        if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
+            params = list(model.parameters())
+
+            def through_loss(g, state=state, rec=rec, params=params):
+                if state["done"] or state["task"] is not None:
+                    return  # one backward per step: the first that began at its loss
+                state["task"] = _graph_task_id()
+                # what each parameter's gradient is now: the backward must give each a new one
+                state["grads"] = [(p.grad, None if p.grad is None else p.grad._version) for p in params]
+                self.backward = state
+                _engine.queue_callback(lambda: self._backward_end(state, rec, params))
+
+            loss.register_hook(through_loss)
         variant = self.variant(rec)
         ctx.event(
             "fwd_end", id=k, ckpt=ckpt, layers=state["layers"], wrapped=state["wrapped"],
@@ -310,12 +346,44 @@ class StepObserver:
         ctx.append_row(f"forwards.{ctx.current_probe}", rec)
         return out
 
+    def _backward_end(self, state, rec, params):
+        """The backward that began at step `state`'s loss ended: was it the step's?"""
+        if self.backward is state:
+            self.backward = None
+        state["done"] = True
+        fresh = sum(
+            1 for p, (g0, v0) in zip(params, state["grads"])
+            if p.grad is not None and (p.grad is not g0 or p.grad._version != v0)
+        )
+        state["grads"] = None
+        ctx = self.ctx
+        whole = state["embedding"] and 0 < state["layers"] <= state["back"] and fresh == len(params)
+        if not whole:  # what it missed, for the report (measurement.rs)
+            ctx.event(
+                "step_undone", id=state["id"], embedding=state["embedding"], back=state["back"],
+                layers=state["layers"], grads=fresh, params=len(params), t=ctx.clock(),
+            )
+            return
+        variant = self.variant({**rec, "recomputed": state["recomputed"]})
+        ctx.event("step_done", id=state["id"], t=ctx.clock(), **({"variant": variant} if variant else {}))
+
 
 def _layer_ran(module, args):
     """Forward pre-hook on every block's `attn` and `mlp` of an observed model (torch calls it)."""
     observer = _observer[0]
     if observer is not None:
         observer.layer_ran()
+
+
+def _layer_out(module, args, out):
+    """Forward hook on every block's `attn` and `mlp` of an observed model (torch calls it)."""
+    observer = _observer[0]
+    if observer is not None:
+        observer.layer_out(out)
+
+
+_graph_task_id = torch._C._current_graph_task_id  # which backward is running (-1: none)
+_engine = torch.autograd.Variable._execution_engine  # queue_callback: run at that backward's end
 
 
 # The observer of every ObservedTinyGPT (so copies keep reporting): a module global, not an
@@ -340,8 +408,9 @@ def observed_model(ctx, cfg, weights, device, observer):
     model = ObservedTinyGPT(cfg)
     model.load_state_dict(weights, strict=True)
     for block in model.blocks:
-        block.attn.register_forward_pre_hook(_layer_ran)
-        block.mlp.register_forward_pre_hook(_layer_ran)
+        for layer in (block.attn, block.mlp):
+            layer.register_forward_pre_hook(_layer_ran)
+            layer.register_forward_hook(_layer_out)
     return model.to(device).train()
 
 
