@@ -525,8 +525,11 @@ fn per_call_holds_the_report_to_the_graders_timing_of_the_recorded_calls() {
     };
     let (pass, measured, why) = spec(100.0);
     assert!(pass, "{why}");
-    assert_eq!(measured, "1 (100 / 100)");
-    assert!(why.contains("the grader timed the 3 baseline calls it saw recorded at 100 each"));
+    assert_eq!(measured, "1.000000 (100 / 100)");
+    assert!(
+        why.contains("the grader's op_us of the 3 baseline calls it saw recorded is 100 each"),
+        "{why}"
+    );
     // the total of the three calls, or a warm-up call's time
     assert!(!spec(300.0).0);
     assert!(!spec(900.0).0);
@@ -543,6 +546,120 @@ fn per_call_holds_the_report_to_the_graders_timing_of_the_recorded_calls() {
         .why
         .en
         .contains("the grader saw no other call recorded in a profiler's results"));
+}
+
+/// Issue 38: warm-up is the returned recording's own. The call returns its last recording (the
+/// scenario refuses any other object), so a warm-up step ran after the last `prepare` before
+/// that recording's `enable`, and before the enable; a spare profiler's prepare, before the
+/// recording's own or after the recording, warms nothing up.
+#[test]
+fn warmup_is_the_returned_recordings_own() {
+    let spec = "{phase: {stream: r, phase: warmup, min: 1}}";
+    let cold = |k0: i64| {
+        let mut ev = vec![switch("prepare"), switch("enable")];
+        for k in k0..k0 + 3 {
+            ev.extend([step(k, "train", true), done(k, 0.0)]);
+        }
+        ev.extend([switch("disable"), rec(k0), rec(k0 + 1), rec(k0 + 2)]);
+        ev
+    };
+    // a step under a spare profiler, prepared and never used, then a schedule-less recording
+    let mut before = vec![switch("prepare"), step(0, "train", false), done(0, 0.0)];
+    before.extend(cold(1));
+    // the cold recording first, then a spare profiler prepared and one step under it
+    let mut after = cold(0);
+    after.extend([switch("prepare"), step(3, "train", false), done(3, 0.0)]);
+    for (name, ev) in [("before", before), ("after", after)] {
+        let out = run(spec, &evidence(&[("r", ev.clone())]));
+        assert!(!out.pass, "{name}");
+        let phases: Vec<&str> = profiler::calls(&ev).iter().map(|c| c.phase).collect();
+        assert!(
+            phases.contains(&"prepared") && !phases.contains(&"warmup"),
+            "{name}: {phases:?}"
+        );
+    }
+    // a schedule whose profiler records twice (repeat=2): the warm-up of the last recording counts
+    let mut twice = scheduled();
+    twice.extend([
+        switch("prepare"),
+        step(6, "train", false),
+        done(6, 0.0),
+        switch("enable"),
+    ]);
+    for k in 7..10 {
+        twice.extend([step(k, "train", true), done(k, 0.0)]);
+    }
+    twice.extend([switch("disable"), rec(7), rec(8), rec(9)]);
+    let calls = profiler::calls(&twice);
+    let phases: Vec<&str> = calls.iter().map(|c| c.phase).collect();
+    assert_eq!(phases[1], "prepared");
+    assert_eq!(phases[6], "warmup");
+    assert!(run(spec, &evidence(&[("r", twice)])).pass);
+    // a recording never stopped: nothing it returns was warmed up
+    let open = vec![
+        switch("prepare"),
+        step(0, "train", false),
+        done(0, 0.0),
+        switch("enable"),
+    ];
+    assert!(!run(spec, &evidence(&[("r", open)])).pass);
+}
+
+/// Issue 38: a verify call's figure is the op's self time in the call's own recording (the
+/// grader's parse, on the `recorded` event), held tightly; `relative_to` holds a reported ratio
+/// (candidate over baseline: what `faster` follows) to the ratio of the grader's figures.
+#[test]
+fn per_call_reads_the_recorded_self_time_and_the_speed_up() {
+    let mut ev = vec![
+        step(0, "baseline", false),
+        done(0, 900.0),
+        switch("prepare"),
+        switch("enable"),
+    ];
+    for k in 1..4 {
+        ev.extend([step(k, "baseline", true), done(k, 600.0)]);
+    }
+    ev.push(switch("disable"));
+    for (k, t) in [(1, 90.0), (2, 100.0), (3, 110.0)] {
+        ev.push(rec(k).with("variant", "baseline").with("self_us", t));
+    }
+    ev.extend([
+        step(4, "candidate", false),
+        done(4, 99.0),
+        switch("prepare"),
+        switch("enable"),
+    ]);
+    for k in 5..7 {
+        ev.extend([step(k, "candidate", true), done(k, 99.0)]);
+    }
+    ev.push(switch("disable"));
+    for (k, t) in [(5, 20.0), (6, 30.0)] {
+        ev.push(rec(k).with("variant", "candidate").with("self_us", t));
+    }
+    let check = |b: f64, c: f64, yaml: &str| {
+        let mut e = evidence(&[("v", ev.clone())]);
+        e.obs.metrics.insert("b".into(), json!(b));
+        e.obs.metrics.insert("c".into(), json!(c));
+        run(yaml, &e)
+    };
+    let own = "{per_call: {stream: v, variant: baseline, field: self_us, reported: b, min: 0.9999, max: 1.0001}}";
+    // the recorded event's self time, not the grader's clock (step_done's op_us of 600)
+    let out = check(100.0, 25.0, own);
+    assert!(out.pass, "{:?}", out.why);
+    assert_eq!(out.bound.en, "∈ [0.9999, 1.0001]");
+    // off by 1%: a host clock's figure, or one pasted from an earlier call of the same work
+    assert!(!check(101.0, 25.0, own).pass);
+    let ratio = "{per_call: {stream: v, variant: candidate, field: self_us, reported: c, relative_to: {variant: baseline, reported: b}, min: 0.9999, max: 1.0001}}";
+    assert!(check(100.0, 25.0, ratio).pass);
+    // totals of three baseline and two candidate calls: the speed-up is not the profile's
+    assert!(!check(300.0, 50.0, ratio).pass);
+    // both scaled alike (the same number of calls of each): the speed-up still is
+    assert!(check(300.0, 75.0, ratio).pass);
+    // a speed-up of exactly 4 from call counts, not times
+    assert!(!check(100.0, 100.0 / 4.0 * 1.01, ratio).pass);
+    // no recorded call of the other variant: nothing to compare with
+    let none = "{per_call: {stream: v, variant: candidate, field: self_us, reported: c, relative_to: {variant: other, reported: b}, min: 0.9999, max: 1.0001}}";
+    assert!(!check(100.0, 25.0, none).pass);
 }
 
 #[test]
@@ -674,7 +791,11 @@ fn a_wrong_answer_in_a_recorded_run_fails_its_criterion() {
     obs.metrics
         .insert("verify.slow_right.candidate_us".into(), json!(x * 5.0));
     let v = grade_obs(obs);
-    assert_eq!(failing(&v), vec!["verify_outputs", "verify_times_agree"]);
+    // the speed-up reported (candidate over baseline) is no longer the profile's either
+    assert_eq!(
+        failing(&v),
+        vec!["verify_outputs", "verify_speed", "verify_times_agree"]
+    );
 }
 
 // ------------------------------------------------------------------------------- end to end

@@ -41,19 +41,44 @@ pub struct Call {
     pub phase: &'static str,
     /// The `step_done` event's fields (None: the call never finished).
     pub done: Option<BTreeMap<String, Value>>,
+    /// The `recorded` event's fields: the grader's own reading of the call in the recording's
+    /// results (e.g. `self_us`, the op's self time there); None: not seen recorded.
+    pub rec: Option<BTreeMap<String, Value>>,
 }
 
-/// The step calls of one trace, each with its derived phase.
+/// Where, in the trace, the warm-up of the recording the call returns lies: between the last
+/// `prepare` before that recording's `enable` and the `enable` (event indices). The returned
+/// profile holds the call's last recording (the scenario refuses any other object), so it is
+/// the recording the last `disable` stopped. None: no recording stopped, or none was prepared.
+fn returned_warmup(events: &[Event]) -> Option<(usize, usize)> {
+    let switch = |i: usize| {
+        let e = &events[i];
+        (e.e == "profiler").then(|| e.field_str("switch")).flatten()
+    };
+    let stop = (0..events.len())
+        .rev()
+        .find(|&i| switch(i) == Some("disable"))?;
+    let start = (0..stop).rev().find(|&i| switch(i) == Some("enable"))?;
+    // torch's profiler session is global: the `enable` starts what the latest `prepare` set up
+    let prep = (0..start).rev().find(|&i| switch(i) == Some("prepare"))?;
+    Some((prep, start))
+}
+
+/// The step calls of one trace, each with its derived phase. A step counts in the `warmup` phase
+/// only when it warmed the returned recording up (see `returned_warmup`): a `prepare` of a spare
+/// profiler, or one after the recording, makes the steps after it `prepared`, not warm-up.
 pub fn calls(events: &[Event]) -> Vec<Call> {
+    let warms = returned_warmup(events);
     let mut phase = "none";
     let mut out: Vec<Call> = Vec::new();
     let mut by_id: BTreeMap<i64, usize> = BTreeMap::new();
-    for e in events {
+    for (i, e) in events.iter().enumerate() {
         let id = e.fields.get("id").and_then(Value::as_i64);
         match e.e.as_str() {
             "profiler" => {
                 phase = match e.field_str("switch") {
-                    Some("prepare") => "warmup",
+                    Some("prepare") if warms.is_some_and(|(p, _)| p == i) => "warmup",
+                    Some("prepare") => "prepared",
                     Some("enable") => "record",
                     Some("disable") => "none",
                     _ => phase,
@@ -69,6 +94,7 @@ pub fn calls(events: &[Event]) -> Vec<Call> {
                     recorded: false,
                     phase,
                     done: None,
+                    rec: None,
                 });
             }
             "step_done" => {
@@ -81,6 +107,9 @@ pub fn calls(events: &[Event]) -> Vec<Call> {
             "recorded" => {
                 if let Some(&k) = id.and_then(|id| by_id.get(&id)) {
                     out[k].recorded = out[k].done.is_some();
+                    if out[k].recorded && out[k].rec.is_none() {
+                        out[k].rec = Some(e.fields.clone());
+                    }
                 }
             }
             _ => {}
@@ -219,9 +248,65 @@ pub fn evaluate_phase(spec: &PhaseSpec, env: &Env) -> Outcome {
     )
 }
 
+/// The grader's figure for `variant`'s calls it saw recorded: the mean of `field` (read on the
+/// `recorded` event, the grader's own reading of the recording's results, else on `step_done`),
+/// with how many calls; or why there is none.
+fn recorded_mean(
+    all: &[Call],
+    variant: &Option<String>,
+    field: &str,
+) -> Result<(f64, usize), Text> {
+    let seen: Vec<f64> = all
+        .iter()
+        .filter(|c| c.recorded && of_variant(c, variant))
+        .filter_map(|c| {
+            let on = |m: &Option<BTreeMap<String, Value>>| m.as_ref()?.get(field)?.as_f64();
+            on(&c.rec).or_else(|| on(&c.done))
+        })
+        .collect();
+    let who = variant.as_deref().unwrap_or("step");
+    if seen.is_empty() {
+        return Err(text!(
+            format!("评分器没有在任何 profiler 的记录结果中看到 {who} 的调用：没有可以对照的数值"),
+            format!("the grader saw no {who} call recorded in a profiler's results: nothing to compare with")
+        ));
+    }
+    let mean = seen.iter().sum::<f64>() / seen.len() as f64;
+    if mean <= 0.0 {
+        return Err(text!(
+            format!("评分器在记录结果中读到的 {who} 的数值为 0"),
+            format!("the grader's own figure for {who} in the recorded results is 0")
+        ));
+    }
+    Ok((mean, seen.len()))
+}
+
+/// A ratio in a message: six significant digits (a tight band's edge shows).
+fn fmt_ratio(r: f64) -> String {
+    if r.is_finite() {
+        format!("{r:.6}")
+    } else {
+        format!("{r}")
+    }
+}
+
+/// The bounds as `fmt_bounds` writes them, but with the digits a tight band needs (`1.0001`).
+fn fmt_tight_bounds(min: Option<f64>, max: Option<f64>) -> String {
+    let f = |x: f64| {
+        let s = format!("{x:.6}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    match (min, max) {
+        (Some(l), Some(h)) if l != h => format!("∈ [{}, {}]", f(l), f(h)),
+        (Some(l), None) => format!("≥ {}", f(l)),
+        (None, Some(h)) => format!("≤ {}", f(h)),
+        _ => fmt_bounds(min, max),
+    }
+}
+
 pub fn evaluate_per_call(spec: &PerCallSpec, env: &Env) -> Outcome {
     let (min, max) = (env.resolve(&spec.min), env.resolve(&spec.max));
-    let bound = fmt_bounds(min, max);
+    let bound = fmt_tight_bounds(min, max);
     let events = match env.evidence.trace(&spec.stream) {
         Ok(ev) => ev,
         Err(why) => return Outcome::missing(why, bound),
@@ -230,48 +315,70 @@ pub fn evaluate_per_call(spec: &PerCallSpec, env: &Env) -> Outcome {
         Ok(x) => x,
         Err(why) => return Outcome::missing(why, bound),
     };
-    let seen: Vec<f64> = calls(events)
-        .iter()
-        .filter(|c| c.recorded && of_variant(c, &spec.variant))
-        .filter_map(|c| c.done.as_ref()?.get(&spec.field)?.as_f64())
-        .collect();
+    let all = calls(events);
+    let (mean, n) = match recorded_mean(&all, &spec.variant, &spec.field) {
+        Ok(m) => m,
+        Err(why) => return Outcome::missing(why, bound),
+    };
     let who = spec.variant.as_deref().unwrap_or("step");
-    if seen.is_empty() {
-        return Outcome::missing(
-            text!(
-                format!("评分器没有在任何 profiler 的记录结果中看到 {who} 的调用：没有可以对照的计时"),
-                format!("the grader saw no {who} call recorded in a profiler's results: nothing to compare with")
-            ),
-            bound,
-        );
-    }
-    let mean = seen.iter().sum::<f64>() / seen.len() as f64;
-    if mean <= 0.0 {
-        return Outcome::missing(
-            text!("评分器测得的耗时为 0", "the grader's own timing is 0"),
-            bound,
-        );
-    }
-    let r = reported / mean;
+    let (r, measured, zh, en) = match &spec.relative_to {
+        None => {
+            let r = reported / mean;
+            (
+                r,
+                format!("{} ({} / {})", fmt_ratio(r), fmt_num(reported), fmt_num(mean)),
+                format!(
+                    "{} = {}，评分器从它看到被记录的 {n} 次 {who} 调用得到每次 {}（{}）：比值 {}",
+                    spec.reported,
+                    fmt_num(reported),
+                    fmt_num(mean),
+                    spec.field,
+                    fmt_ratio(r)
+                ),
+                format!(
+                    "{} = {}; the grader's {} of the {n} {who} calls it saw recorded is {} each: ratio {}",
+                    spec.reported,
+                    fmt_num(reported),
+                    spec.field,
+                    fmt_num(mean),
+                    fmt_ratio(r)
+                ),
+            )
+        }
+        Some(other) => {
+            let theirs = match env.evidence.number(&other.reported) {
+                Ok(x) => x,
+                Err(why) => return Outcome::missing(why, bound),
+            };
+            let over = Some(other.variant.clone());
+            let (mean_over, _) = match recorded_mean(&all, &over, &spec.field) {
+                Ok(m) => m,
+                Err(why) => return Outcome::missing(why, bound),
+            };
+            let (said, saw) = (reported / theirs, mean / mean_over);
+            let r = said / saw;
+            let (a, b) = (&spec.reported, &other.reported);
+            (
+                r,
+                format!("{} ({} / {})", fmt_ratio(r), fmt_ratio(said), fmt_ratio(saw)),
+                format!(
+                    "{a} / {b} = {}，评分器在记录结果中读到的 {who} / {} 为 {}：两者之比 {}",
+                    fmt_ratio(said),
+                    other.variant,
+                    fmt_ratio(saw),
+                    fmt_ratio(r)
+                ),
+                format!(
+                    "{a} / {b} = {}; in the recorded results the grader read {who} / {} = {}: ratio {}",
+                    fmt_ratio(said),
+                    other.variant,
+                    fmt_ratio(saw),
+                    fmt_ratio(r)
+                ),
+            )
+        }
+    };
     let pass = within(r, min, max);
-    let n = seen.len();
-    let measured = format!("{} ({} / {})", fmt_num(r), fmt_num(reported), fmt_num(mean));
-    let (zh, en) = (
-        format!(
-            "{} = {}，评分器对它看到被记录的 {n} 次 {who} 调用测得每次 {}：比值 {}",
-            spec.reported,
-            fmt_num(reported),
-            fmt_num(mean),
-            fmt_num(r)
-        ),
-        format!(
-            "{} = {}; the grader timed the {n} {who} calls it saw recorded at {} each: ratio {}",
-            spec.reported,
-            fmt_num(reported),
-            fmt_num(mean),
-            fmt_num(r)
-        ),
-    );
     let why = if pass {
         Text::new(format!("{zh}，满足 {bound}"), format!("{en}, {bound}"))
     } else {

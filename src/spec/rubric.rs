@@ -473,8 +473,10 @@ pub struct PhaseSpec {
     pub max: Option<Operand>,
 }
 
-/// `per_call`: the metric `reported` / the mean of `field` (on `step_done`) over the `variant`'s
-/// calls made while a profiler recorded, within bounds; see `checks/profiler.rs`.
+/// `per_call`: the metric `reported` / the mean of `field` (on the `recorded` event, else on
+/// `step_done`) over the `variant`'s calls the grader saw recorded, within bounds; with
+/// `relative_to`, the reported ratio `reported / relative_to.reported` over the grader's ratio of
+/// the two means (e.g. a speed-up); see `checks/profiler.rs`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PerCallSpec {
@@ -484,9 +486,19 @@ pub struct PerCallSpec {
     pub field: String,
     pub reported: String,
     #[serde(default)]
+    pub relative_to: Option<PerCallOther>,
+    #[serde(default)]
     pub min: Option<Operand>,
     #[serde(default)]
     pub max: Option<Operand>,
+}
+
+/// `per_call`'s `relative_to`: the other variant of the same stream and what was reported for it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PerCallOther {
+    pub variant: String,
+    pub reported: String,
 }
 
 /// A bound: a number, or `$model.KEY` / `$params.KEY` from exercise.yaml, or (a trace count's
