@@ -135,11 +135,43 @@ class Lesson:
         """Bytes of distinct storages saved for backward during fn(), parameters excluded."""
         return self.ctx.lib.saved_bytes(model, fn)  # shared with lesson 03
 
+    @staticmethod
+    def hooked_bytes(trace, params):
+        """{bytes}: what saved-tensors hooks entered in this compare() call were handed (`saved`
+        events, the driver's observed `saved_tensors_hooks`) in each forward of the observed
+        model with autograd on: per forward and per hooks' entry, the distinct storages' bytes
+        (by `data_ptr`), the grader's parameters excluded. A number the submission reports is
+        believed only when it is one of these (issue 38): a formula of the shapes, or bytes
+        measured in another model or in an earlier call and extrapolated, is none of them. Which
+        inputs and which variant the forward ran is judged elsewhere (compare_same_inputs; the
+        bytes must also equal the grader's own for that variant on that call's batch, which a
+        forward on other rows does not give)."""
+        seen = set()
+        windows = []  # forwards running now: (id, autograd on, {h: {p: n}})
+        for ev in trace:
+            kind = ev.get("e")
+            if kind == "step":
+                windows.append((ev.get("id"), bool(ev.get("grad")), {}))
+            elif kind == "saved":
+                if windows and ev.get("p") not in params:
+                    windows[-1][2].setdefault(ev.get("h"), {})[ev.get("p")] = ev.get("n")
+            elif kind == "fwd_end":
+                while windows and windows[-1][0] != ev.get("id"):
+                    windows.pop()  # a forward that raised: never ended
+                if windows:
+                    _, ok, hooks = windows.pop()
+                    if ok:
+                        seen.update(sum(sizes.values()) for sizes in hooks.values())
+        return seen
+
     # -- probes -------------------------------------------------------------------------------
     def numerics(self):
         ctx = self.ctx
         for variant, flag in VARIANTS:
             model = self.model()
+            # the parameters the grader made, before any of the submission's code ran on the
+            # model: one it registers later (and fills) is kept memory like any other
+            params = ctx.lib.param_storages(model)
             blocks_fn = self.blocks_fn(flag)
             model.zero_grad(set_to_none=True)
             (logits, loss), nbytes = self.saved_bytes(
@@ -161,7 +193,7 @@ class Lesson:
             _, kept = ctx.lib.kept_bytes(
                 model,
                 lambda: model(self.batch["idx"], self.batch["targets"], blocks_fn=blocks_fn),
-                files=[ctx.sub.__file__],
+                params,
             )
             ctx.metric(f"numerics.{variant}.kept_bytes", kept)
 
@@ -242,7 +274,9 @@ class Lesson:
                 ctx.event("sync")
                 self.sync()
 
+            params = {st.data_ptr() for st in ctx.lib.param_storages(model)}
             ctx.trace = trace = []
+            ctx.observe_saves = True  # what the submission's saved-tensors hooks are handed
             try:
                 result = compare(
                     model,
@@ -252,9 +286,11 @@ class Lesson:
                     repeats=int(p["repeats"]),
                 )
             finally:
+                ctx.observe_saves = False
                 ctx.trace = None
                 ctx.traces[f"compare.{run}"] = trace
                 self.observer.batch = self.batch
+            hooked = self.hooked_bytes(trace, params)
             for variant, _ in VARIANTS:
                 rec = result.get(variant) if isinstance(result, dict) else None
                 if not isinstance(rec, dict):
@@ -272,6 +308,12 @@ class Lesson:
                             + ("a number of seconds" if key == "step_s" else "an int number of bytes")
                         )
                     ctx.metric(f"compare.{run}.{variant}.{key}", value)
+                    if key == "activation_bytes":
+                        # the bytes the grader saw handed to the submission's pack hook in a
+                        # forward of this call (compare_bytes_agree): the reported number when
+                        # it is one of them, else the nearest (none seen: 0)
+                        near = min(hooked, key=lambda b: abs(b - value)) if hooked else 0
+                        ctx.metric(f"compare.{run}.{variant}.hooked_bytes", near)
 
 
 def run(ctx):

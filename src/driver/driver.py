@@ -190,6 +190,9 @@ class Ctx:
         self._counts = {}
         self._counts_lock = threading.Lock()
         self.ckpt_depth = 0  # checkpoint() calls running now (their first forward, not a recompute)
+        # set by a scenario: what saved-tensors hooks entered now are handed goes to the trace
+        # (`saved` events, _install_saved_hooks)
+        self.observe_saves = False
         self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
         self.lib = None  # lib.py: instruments the scenarios share
         self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
@@ -388,6 +391,7 @@ def _instrument(ctx):
     counting_checkpoint.__doc__ = real_checkpoint.__doc__
     cp_mod.checkpoint = counting_checkpoint
 
+    observed_hooks = _install_saved_hooks(ctx, torch)
     counting_empty_cache = _install_empty_cache(ctx, torch)
     _install_clocks(ctx)
     _install_cuda_events(ctx, torch)
@@ -397,7 +401,7 @@ def _instrument(ctx):
         "torch.utils.checkpoint.checkpoint": (lambda: cp_mod.checkpoint, counting_checkpoint),
         "torch.autograd.graph.saved_tensors_hooks": (
             lambda: torch.autograd.graph.saved_tensors_hooks,
-            torch.autograd.graph.saved_tensors_hooks,
+            observed_hooks,
         ),
         "torch.Tensor.backward": (lambda: torch.Tensor.backward, torch.Tensor.backward),
         "torch.autograd.backward": (lambda: torch.autograd.backward, torch.autograd.backward),
@@ -424,6 +428,47 @@ def _instrument(ctx):
             torch.cuda.max_memory_allocated,
         )
     return watched
+
+
+def _install_saved_hooks(ctx, torch):
+    """`torch.autograd.graph.saved_tensors_hooks`, observed (issue 38: a number is believed only
+    when the grader saw the work that made it). While a scenario sets `ctx.observe_saves`, hooks
+    entered then push a pack hook that first records what autograd hands it (`saved` events in the
+    active trace: the hooks' entry `h`, the storage's `data_ptr` `p` and `nbytes` `n`), then calls
+    the submission's; the grader then knows which bytes a submission's hooks were handed in which
+    forward (lesson 04: `activation_bytes` is held to them). Otherwise (and for torch's own
+    subclasses of the real class: checkpoint's) nothing changes. A submission's subclass derives
+    from this class (the policy's `bases:` name resolves to it)."""
+    import torch.autograd.graph as graph_mod
+
+    real = graph_mod.saved_tensors_hooks
+    push = torch._C._autograd._push_saved_tensors_default_hooks
+    entries = [0]
+
+    class saved_tensors_hooks(real):
+        def __enter__(self):
+            pack = self.pack_hook
+            if ctx.observe_saves:
+                entries[0] += 1
+                h = entries[0]
+
+                def pack(t, _pack=self.pack_hook, _h=h):
+                    try:
+                        s = t.untyped_storage()
+                        ptr, n = s.data_ptr(), s.nbytes()
+                    except (RuntimeError, NotImplementedError, TypeError):
+                        ptr = n = None  # no storage to name: nothing the contract counts
+                    if ptr is not None:
+                        ctx.event("saved", h=_h, p=ptr, n=n)
+                    return _pack(t)
+
+            push(pack, self.unpack_hook)
+
+    saved_tensors_hooks.__module__ = real.__module__
+    saved_tensors_hooks.__qualname__ = real.__qualname__
+    saved_tensors_hooks.__doc__ = real.__doc__
+    graph_mod.saved_tensors_hooks = saved_tensors_hooks
+    return saved_tensors_hooks
 
 
 # The clocks a submission may time with: name -> (family, nanoseconds?). Reads of one family pair

@@ -24,6 +24,7 @@ lessons need, so it is written once:
   as "one checkpoint per block in every forward where autograd records" hold in every probe.
 """
 import os as _os
+import weakref as _weakref
 
 import numpy as _np
 import torch
@@ -101,6 +102,22 @@ def saved_bytes(model, fn):
     return out, sum(n for n, _ in seen.values())
 
 
+_COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+class _TensorRef:
+    """A weak reference to a tensor with the `expired()` of `StorageWeakRef` (a layout without a
+    storage: alive while the tensor is)."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, t):
+        self.ref = _weakref.ref(t)
+
+    def expired(self):
+        return self.ref() is None
+
+
 class _Made(_TorchDispatchMode):
     """Every storage an aten op made while active (below autograd, so each op the forward ran),
     held by weak reference: what is still alive afterwards is what the results keep. Also every
@@ -126,14 +143,36 @@ class _Made(_TorchDispatchMode):
             self._writes[func] = idx
         return idx
 
-    @staticmethod
-    def _note(table, t):
-        if isinstance(t, torch.Tensor):
-            try:
-                s = t.untyped_storage()
-                table[s._cdata] = (_StorageWeakRef(s), s.nbytes())
-            except (RuntimeError, NotImplementedError):
-                pass  # a tensor without storage (a subclass, a sparse layout)
+    @classmethod
+    def _note(cls, table, t):
+        """Note `t`'s memory: its storage; a sparse tensor's parts' storages; a tensor with no
+        storage the grader can name (an opaque mkldnn layout, …) by the tensor itself, its
+        elements' bytes, alive while the tensor is. Nothing is skipped (issue 38: memory is what's
+        alive, in whatever layout)."""
+        if not isinstance(t, torch.Tensor):
+            return
+        layout = t.layout
+        if layout is torch.sparse_coo:
+            parts = (t._indices(), t._values())
+        elif layout in _COMPRESSED:
+            parts = (t.crow_indices(), t.col_indices(), t.values()) if layout in (
+                torch.sparse_csr, torch.sparse_bsr) else (t.ccol_indices(), t.row_indices(), t.values())
+        else:
+            parts = None
+        if parts is not None:
+            for part in parts:
+                cls._note(table, part)
+            return
+        try:
+            s = t.untyped_storage()
+            table[s._cdata] = (_StorageWeakRef(s), s.nbytes())
+            return
+        except (RuntimeError, NotImplementedError, TypeError):
+            pass  # no storage to name (an opaque layout, a subclass)
+        try:
+            table[("tensor", id(t))] = (_TensorRef(t), t.numel() * t.element_size())
+        except TypeError:
+            pass
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -168,45 +207,68 @@ class _Exported(_TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-def kept_bytes(model, fn, files=()):
+def param_storages(model):
+    """The storages of `model`'s parameters now (held, so no later storage takes their address):
+    what `kept_bytes` leaves out, taken when the grader made the model, before any submission code
+    ran on it."""
+    return [p.untyped_storage() for p in model.parameters()]
+
+
+def _grader_files():
+    """The grader's own source files (this library, the driver, the scenario, the policy)."""
+    import sys
+
+    files = {_os.path.abspath(__file__)}
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("grade_") or name == "__main__":
+            f = getattr(mod, "__file__", None)
+            if isinstance(f, str):
+                files.add(_os.path.abspath(f))
+    return files
+
+
+def kept_bytes(model, fn, params):
     """`(fn(), bytes)`: the memory a forward keeps alive for backward, in any form the submission's
     code can keep it (issue 38) — the memory a forward's graph (and its outputs) really keeps,
-    `model`'s parameters excluded (lesson 04). The sum of
+    `params` (`param_storages(model)` taken when the grader made the model: a parameter or buffer
+    the submission registered since, and filled, is memory kept like any other) excluded
+    (lesson 04). The sum of
       - the distinct storages made while `fn()` ran that are still alive when it returns, and those
-        made before it and written during it (a buffer filled in place) that are still alive;
+        made before it and written during it (a buffer filled in place) that are still alive, in
+        any layout (a sparse tensor's parts; an opaque mkldnn tensor by its elements' bytes);
       - the bytes of tensors handed out of torch while it ran (`_Exported`: numpy, DLPack, storage
         objects, lists), wherever they were copied;
-      - the Python heap its `files` (the submission's) left allocated (`tracemalloc`: an allocation
-        counts when a line of `files` made it — numpy arrays, bytes, lists made and kept; the
-        grader's and torch's own bookkeeping is nobody's).
+      - the Python heap allocated while it ran and still allocated when it returns (`tracemalloc`),
+        by whichever code allocated it (the submission's lines, torch's `torch.save` into a
+        `BytesIO`, numpy), the grader's own files excepted.
     Unlike `saved_bytes` this does not depend on which saved-tensors hooks were active: a forward
     that keeps everything under hooks of its own still keeps it. Torch's modes follow the calling
     thread, as the saved-tensors hooks do; a thread started by the submission is reported by the
     driver (`integrity.thread.*`)."""
     import tracemalloc
 
-    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    excluded = {s._cdata for s in params}
     made, exported = _Made(), _Exported()
-    files = {_os.path.abspath(f) for f in files}
+    grader = _grader_files()
     tracing = tracemalloc.is_tracing()
     with _Exported(), _Made():  # the modes' first use imports what they need: not under tracing
         torch.ones(1).add_(1)
-    if files and not tracing:
-        tracemalloc.start(1)  # the line that allocated: the submission's own line, or nobody's
+    if not tracing:
+        tracemalloc.start(1)  # the line that allocated
     try:
         with exported, made:
             out = fn()
         heap = 0
-        if files and not tracing:
+        if not tracing:
             for trace in tracemalloc.take_snapshot().traces:
-                if trace.traceback[0].filename in files:
+                if trace.traceback[0].filename not in grader:
                     heap += trace.size
     finally:
-        if files and not tracing:
+        if not tracing:
             tracemalloc.stop()
     alive = {
         k: n for table in (made.filled, made.made) for k, (ref, n) in table.items()
-        if k not in params and not ref.expired()
+        if k not in excluded and not ref.expired()
     }
     return out, sum(alive.values()) + exported.bytes + heap
 
@@ -495,6 +557,7 @@ class SimDevice:
 # Host read-backs and tensors made from Python values (lesson 06; any lesson that counts syncs).
 
 import os as _os
+import weakref as _weakref
 import sys as _sys
 from types import MappingProxyType as _Frozen
 
