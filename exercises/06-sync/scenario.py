@@ -397,6 +397,15 @@ def before_submission(ctx):
         lesson.grader_profile("baseline")
 
 
+def around_import(ctx):
+    """The submission's import, under the read-back counter (events sent nowhere: nothing is
+    judged of the import itself): the CPU device boundary holds from before any submission code
+    runs, so a `.numpy()` (`__array__`, `__dlpack__`) of a tensor made at import is a copy, not
+    an alias through which later reads are free, and a tensor of numpy's memory made there is the
+    host's in every later call (the counters share their host table)."""
+    return ctx.lib.HostReads(ctx, [ctx.job["submission"]], torch.device(ctx.device))
+
+
 def run(ctx):
     global ProbeFailed
     ProbeFailed = ctx.ProbeFailed

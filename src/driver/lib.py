@@ -484,6 +484,13 @@ _DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
 _INDEXING = frozenset(("index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index"))
 _MASKS = (torch.bool, torch.uint8)
 _frombuffer = torch.frombuffer
+# The read-back counters active now (innermost last): what torch's own entry points below reach
+# (`_frombuffer_watched`) while one is active.
+_ACTIVE = []
+# CPU runs: the host memory (StorageImpl address -> weak reference) every counter shares, from the
+# first one on (the one around the submission's import included): memory is host memory for the
+# whole process, not for one counter's calls, so an array made at import is still the host's.
+_HOST = {}
 _dispatch_len = torch._C._len_torch_dispatch_stack
 _dispatch_at = torch._C._get_dispatch_stack_at
 _dispatch_pop = torch._C._pop_torch_dispatch_stack
@@ -640,7 +647,7 @@ class HostReads(_TorchFunctionMode):
       - factory: a call of `FACTORIES`, or any call that takes no tensor and returns one (a
         tensor made from Python values: `torch.randn(())`); the legacy constructors, which no
         torch function sees, through `DISPATCH` (a dispatch mode, `_Unseen`) and `torch.frombuffer`
-        (wrapped while active).
+        (the grader's wrapper from this module's load on, `_frombuffer_watched`).
       - kept graph: a read-back of a tensor whose autograd graph reaches the losses of more than
         one step (`marks`, from `step_marks`: the grader's table, nothing on the nodes):
         `kept_graph {steps, line}`.
@@ -661,31 +668,41 @@ class HostReads(_TorchFunctionMode):
         self.crossed = None  # a list while a watched call runs with the aten layer looking
         self.direct = True  # the last call attributed was made by the watched code's own line
         self._crossed_last = None
-        self._host = {}  # CPU runs: StorageImpl address -> weak reference, host memory
+        self._host = _HOST  # CPU runs: host memory, shared by every counter (see `_HOST`)
         self._below = None
 
     def __enter__(self):
         out = super().__enter__()
         self._below = _Unseen(self)
         self._below.__enter__()
-        torch.frombuffer = self._frombuffer
+        _ACTIVE.append(self)
+        # host memory freed since: dropped, so a call that reaches no host memory stays cheap
+        for k in [k for k, r in self._host.items() if r.expired()]:
+            del self._host[k]
         return out
 
     def __exit__(self, *exc):
-        torch.frombuffer = _frombuffer
+        if _ACTIVE and _ACTIVE[-1] is self:
+            _ACTIVE.pop()
         self._below.__exit__(*exc)
         self._below = None
         return super().__exit__(*exc)
 
-    def _frombuffer(self, *args, **kwargs):
-        line = self._caller_line(2)
+    def _frombuffer(self, *args, depth=2, **kwargs):
+        """`torch.frombuffer` while this counter is active (`_frombuffer_watched`, which is what
+        the name is from before any submission code runs): a factory, and on CPU runs a tensor of
+        the buffer's memory, which is the host's."""
+        line = self._caller_line(depth)
         if line is not None:
             self._record("factory", {"op": "frombuffer", "line": line})
         self.depth += 1
         try:
-            return _frombuffer(*args, **kwargs)
+            out = _frombuffer(*args, **kwargs)
         finally:
             self.depth -= 1
+        if self.cpu_run and isinstance(out, _Tensor):
+            self._mark_host(out)
+        return out
 
     # -- where memory is --------------------------------------------------------------------
     def host(self, t):
@@ -705,7 +722,8 @@ class HostReads(_TorchFunctionMode):
         if s is None:
             return
         if len(self._host) > 4096:
-            self._host = {k: r for k, r in self._host.items() if not r.expired()}
+            for k in [k for k, r in self._host.items() if r.expired()]:
+                del self._host[k]
         self._host[s._cdata] = _StorageWeakRef(s)
 
     def _moved(self, ins, outs, written, name, line):
@@ -858,8 +876,11 @@ class HostReads(_TorchFunctionMode):
         ):
             self._record("factory", {"op": name, "line": line})
         if cpu:
-            if name == "from_numpy" and isinstance(out, _Tensor):
-                self._mark_host(out)  # numpy's memory is the host's
+            if isinstance(out, _Tensor) and (name == "from_numpy" or _aliases_host(args, kwargs, out)):
+                # numpy's memory (a buffer's) is the host's: `from_numpy`, and any call whose
+                # result is a view of an array or buffer it was handed (`as_tensor`, `asarray`,
+                # `from_dlpack` of a numpy array)
+                self._mark_host(out)
             elif self._host:
                 written = (args[0],) if name == "__setitem__" and src is not None else ()
                 self._moved(ins, _tensors(out), written, name, None if counted else line)
@@ -893,9 +914,53 @@ class HostReads(_TorchFunctionMode):
             self.depth -= 1
 
 
+_BUFFERS = (_np.ndarray, bytearray, memoryview, bytes)
+
+
+def _aliases_host(args, kwargs, out):
+    """Is `out` (a tensor) a view of the memory of a numpy array or buffer among the arguments?"""
+    found = None
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, _BUFFERS):
+            found = found or []
+            found.append(a)
+        elif type(a) in (list, tuple):
+            found = found or []
+            found.extend(x for x in a if isinstance(x, _BUFFERS))
+    if not found:
+        return False
+    try:
+        s = out.untyped_storage()
+        p, n = s.data_ptr(), s.nbytes()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+    for a in found:
+        try:
+            arr = a if isinstance(a, _np.ndarray) else _np.frombuffer(memoryview(a).cast("B"), dtype=_np.uint8)
+            lo = arr.__array_interface__["data"][0]
+            hi = lo + max(arr.nbytes, 1)
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if lo < p + max(n, 1) and p < hi:
+            return True
+    return False
+
+
+def _frombuffer_watched(*args, **kwargs):
+    """What `torch.frombuffer` is from the moment this module is loaded (before any submission
+    code runs, so a name bound at import, `from torch import frombuffer`, is this one too): the
+    innermost active read-back counter's `_frombuffer`, or torch's own when none is active."""
+    if _ACTIVE:
+        return _ACTIVE[-1]._frombuffer(*args, depth=3, **kwargs)
+    return _frombuffer(*args, **kwargs)
+
+
+torch.frombuffer = _frombuffer_watched
+
+
 # What torch or the submission may call directly (driver.py's `_forged`): the observed model's
 # forward (the submission calls `model(...)`, or `model.forward(...)`), a simulated device's
 # `sync` (handed over as `sync=`), the read-back modes (torch calls them from the submission's
 # own frames) and the wrapped `torch.frombuffer`.
 ENTRY_POINTS = (ObservedTinyGPT.forward, SimDevice.sync, HostReads.__torch_function__,
-                HostReads._frombuffer, _Unseen.__torch_dispatch__)
+                HostReads._frombuffer, _Unseen.__torch_dispatch__, _frombuffer_watched)
