@@ -473,7 +473,8 @@ DISPATCH = _Frozen({
 # run they get a copy, as they would on a device, so a later read through it is not free.
 _VIEWS = frozenset(("numpy", "__array__", "__dlpack__"))
 # Calls whose aten ops are not looked at one by one (a whole backward: hundreds of ops); what
-# they read back is still in the grader's profiler count.
+# they read back is still in the grader's profiler count, and the Python that autograd runs in
+# them (hooks) is watched as any call of the watched code (`_engine_run_watched`).
 _OPAQUE = frozenset(("backward", "grad"))
 # torch's tags of an aten op whose result needs the tensor's values on the host: a Python number
 # (`_local_scalar_dense`, `equal`, ...) or a shape that depends on the data (`nonzero`,
@@ -485,7 +486,7 @@ _INDEXING = frozenset(("index", "index_put", "index_put_", "_index_put_impl_", "
 _MASKS = (torch.bool, torch.uint8)
 _frombuffer = torch.frombuffer
 # The read-back counters active now (innermost last): what torch's own entry points below reach
-# (`_frombuffer_watched`) while one is active.
+# (`_frombuffer_watched`, `_engine_run_watched`) while one is active.
 _ACTIVE = []
 # CPU runs: the host memory (StorageImpl address -> weak reference) every counter shares, from the
 # first one on (the one around the submission's import included): memory is host memory for the
@@ -895,9 +896,17 @@ class HostReads(_TorchFunctionMode):
         self.depth += 1
         below = self._below
         outer = self.crossed
+        back = False
         if look:
             self.crossed = []
             aside = False
+            # a call of the watched code made where the mode below was set aside (a hook that
+            # autograd runs inside an opaque backward): it looks there too, for this call
+            if below is not None:
+                n = _dispatch_len()
+                back = not any(_dispatch_at(i) is below for i in range(n))
+                if back:
+                    _dispatch_push(below)
         else:
             self.crossed = None
             n = _dispatch_len()
@@ -909,6 +918,8 @@ class HostReads(_TorchFunctionMode):
         finally:
             if aside:
                 _dispatch_push(below)
+            if back:
+                _dispatch_pop(None)
             self._crossed_last = self.crossed
             self.crossed = outer
             self.depth -= 1
@@ -955,7 +966,32 @@ def _frombuffer_watched(*args, **kwargs):
     return _frombuffer(*args, **kwargs)
 
 
+_engine_run = torch.autograd._engine_run_backward
+
+
+def _engine_run_watched(*args, **kwargs):
+    """What torch's `backward()` and `autograd.grad()` run the autograd engine through, from the
+    moment this module is loaded. A read-back counter's mode is set aside while its own handler
+    runs (and so for the whole of a `backward()` the watched code calls): here, below the
+    handler, it is put back for the engine's run, so whatever Python autograd runs during the
+    backward (hooks on tensors, nodes and modules, saved-tensor unpack hooks, a custom
+    Function's backward) is watched as every other call is (issue 38: every call watched)."""
+    reads = _ACTIVE[-1] if _ACTIVE else None
+    if reads is None or any(_function_at(i) is reads for i in range(_function_len())):
+        return _engine_run(*args, **kwargs)
+    _function_push(reads)
+    try:
+        return _engine_run(*args, **kwargs)
+    finally:
+        _function_pop()
+
+
+_function_len = torch._C._len_torch_function_stack
+_function_at = torch._C._get_function_stack_at
+_function_push = torch._C._push_on_torch_function_stack
+_function_pop = torch._C._pop_torch_function_stack
 torch.frombuffer = _frombuffer_watched
+torch.autograd._engine_run_backward = _engine_run_watched
 
 
 # What torch or the submission may call directly (driver.py's `_forged`): the observed model's
@@ -963,4 +999,5 @@ torch.frombuffer = _frombuffer_watched
 # `sync` (handed over as `sync=`), the read-back modes (torch calls them from the submission's
 # own frames) and the wrapped `torch.frombuffer`.
 ENTRY_POINTS = (ObservedTinyGPT.forward, SimDevice.sync, HostReads.__torch_function__,
-                HostReads._frombuffer, _Unseen.__torch_dispatch__, _frombuffer_watched)
+                HostReads._frombuffer, _Unseen.__torch_dispatch__, _frombuffer_watched,
+                _engine_run_watched)
