@@ -119,8 +119,12 @@ class Lesson:
 
     def counter(self, who, marks=None, tag=None):
         """The grader's read-back counter for `who`'s file (`lib.HostReads`); `marks` the step
-        marks of the model trained (`lib.step_marks`), `tag` fields added to every event."""
-        return self.ctx.lib.HostReads(self.ctx, self.files(who), self.device, marks=marks, tag=tag)
+        marks of the model trained (`lib.step_marks`), `tag` fields added to every event. A kept
+        graph is looked for in what the submission's frames hold too (`held`); the baseline's
+        kept graphs are judged by nothing, and it reads back every step, so it is spared the
+        walk."""
+        return self.ctx.lib.HostReads(self.ctx, self.files(who), self.device, marks=marks, tag=tag,
+                                      held=who != "baseline")
 
     def observed(self, stream, who, fn, marks=None):
         """fn() under the grader's read-back counter for `who`'s file; events into `stream`."""

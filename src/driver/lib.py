@@ -656,12 +656,13 @@ class HostReads(_TorchFunctionMode):
     the active trace and in `self.readbacks` / `self.factories`.
     """
 
-    def __init__(self, ctx, files, device, *, marks=None, tag=None):
+    def __init__(self, ctx, files, device, *, marks=None, tag=None, held=True):
         super().__init__()
         self.ctx = ctx
         self.files = {_os.path.abspath(f) for f in files}
         self.cpu_run = torch.device(device).type == "cpu"
         self.marks = {} if marks is None else marks
+        self.held = held  # kept graphs: also what the watched code's frames hold (`_held_steps`)
         self.tag = dict(tag or {})
         self.readbacks = []
         self.factories = []
@@ -770,8 +771,36 @@ class HostReads(_TorchFunctionMode):
     def _readback(self, src, op, nbytes, line):
         self._record("readback", {"op": op, "bytes": int(nbytes), "line": line})
         steps = graph_steps(src, self.marks)
+        if self.held and self.marks and len(steps) < 2:
+            steps |= self._held_steps()
         if len(steps) > 1:
             self.ctx.event("kept_graph", steps=len(steps), line=line, **self.tag)
+
+    def _held_steps(self):
+        """The marked steps whose loss is still reached by the autograd graph of any tensor the
+        watched code holds at this moment (issue 38, memory is what's alive): its frames' locals
+        and its module's globals, and what they hold one or two levels down (lists, tuples,
+        dicts, sets, objects' attributes). A running sum kept without `.detach()` keeps every
+        step's graph alive whatever tensor is read back (`loss_sum.detach().item()`)."""
+        held, frames = [], []
+        f = _sys._getframe(2)
+        while f is not None:
+            if f.f_code.co_filename in self.files or _os.path.abspath(f.f_code.co_filename) in self.files:
+                frames.append(f)
+            f = f.f_back
+        if not frames:
+            return set()
+        seen = set()
+        for fr in frames:
+            try:
+                spaces = (fr.f_locals, fr.f_globals)
+            except Exception:  # noqa: BLE001 (a frame that cannot be read holds nothing of ours)
+                continue
+            for space in spaces:
+                for v in list(space.values()):
+                    _collect(v, held, seen, 2)
+        del frames, f
+        return _graphs_steps(held, self.marks)
 
     def _unseen(self, func, args, kwargs, table):
         """An aten op reached outside every torch function of the watched code."""
@@ -923,6 +952,52 @@ class HostReads(_TorchFunctionMode):
             self._crossed_last = self.crossed
             self.crossed = outer
             self.depth -= 1
+
+
+def _collect(v, out, seen, depth):
+    """The tensors `v` is or holds (containers and objects' attributes, `depth` levels down)."""
+    if isinstance(v, _Tensor):
+        out.append(v)
+        return
+    if depth <= 0 or len(out) > 4096 or id(v) in seen:
+        return
+    t = type(v)
+    if t in (list, tuple, set, frozenset):
+        seen.add(id(v))
+        for x in list(v)[:4096]:
+            _collect(x, out, seen, depth - 1)
+    elif t is dict:
+        seen.add(id(v))
+        for x in list(v.values())[:4096]:
+            _collect(x, out, seen, depth - 1)
+    elif not isinstance(v, (type, type(_os), torch.nn.Module)) and not callable(v):
+        try:
+            d = object.__getattribute__(v, "__dict__")
+        except (AttributeError, TypeError):
+            return
+        if type(d) is dict:
+            seen.add(id(v))
+            for x in list(d.values())[:4096]:
+                _collect(x, out, seen, depth - 1)
+
+
+def _graphs_steps(tensors, marks, limit=50_000):
+    """`graph_steps` over several tensors, each node walked once."""
+    steps, seen, stack = set(), {}, [getattr(t, "grad_fn", None) for t in tensors]
+    while stack and len(seen) < limit:
+        f = stack.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen[id(f)] = f
+        try:
+            mark = marks.get(f._sequence_nr())
+        except (AttributeError, RuntimeError, TypeError):
+            mark = None
+        if mark is not None:
+            steps.add(mark)
+            continue
+        stack.extend(nf for nf, _ in f.next_functions)
+    return steps
 
 
 _BUFFERS = (_np.ndarray, bytearray, memoryview, bytes)
