@@ -119,8 +119,12 @@ class Lesson:
 
     def counter(self, who, marks=None, tag=None):
         """The grader's read-back counter for `who`'s file (`lib.HostReads`); `marks` the step
-        marks of the model trained (`lib.step_marks`), `tag` fields added to every event."""
-        return self.ctx.lib.HostReads(self.ctx, self.files(who), self.device, marks=marks, tag=tag)
+        marks of the model trained (`lib.step_marks`), `tag` fields added to every event. A kept
+        graph is looked for in what the submission's frames hold too (`held`); the baseline's
+        kept graphs are judged by nothing, and it reads back every step, so it is spared the
+        walk."""
+        return self.ctx.lib.HostReads(self.ctx, self.files(who), self.device, marks=marks, tag=tag,
+                                      held=who != "baseline")
 
     def observed(self, stream, who, fn, marks=None):
         """fn() under the grader's read-back counter for `who`'s file; events into `stream`."""
@@ -395,6 +399,15 @@ def before_submission(ctx):
     with ctx.probe("baseline"):
         lesson.train_runs("baseline")
         lesson.grader_profile("baseline")
+
+
+def around_import(ctx):
+    """The submission's import, under the read-back counter (events sent nowhere: nothing is
+    judged of the import itself): the CPU device boundary holds from before any submission code
+    runs, so a `.numpy()` (`__array__`, `__dlpack__`) of a tensor made at import is a copy, not
+    an alias through which later reads are free, and a tensor of numpy's memory made there is the
+    host's in every later call (the counters share their host table)."""
+    return ctx.lib.HostReads(ctx, [ctx.job["submission"]], torch.device(ctx.device))
 
 
 def run(ctx):

@@ -10,6 +10,7 @@ Before the submission is imported: the instruments are installed, the scenario's
 every probe boundary and instrument call (`_Watch`). The grader (Rust) re-derives every verdict
 from these raw observations.
 """
+import contextlib
 import json
 import os
 import sys
@@ -936,7 +937,11 @@ def run_job(job_path, nonce):
             f = refused[0]
             more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
             raise ProbeFailed(f"the course's Python refused submission.py:{f['line']}: {f['en']}{more}")
-        ctx.sub = policy.run(code, job["submission"], plain=job.get("policy") is None)
+        # what the lesson's instruments must hold from before the submission runs at all (lesson
+        # 06: the CPU device boundary): work done at import is the submission's too
+        around = getattr(scenario, "around_import", None)
+        with around(ctx) if around is not None else contextlib.nullcontext():
+            ctx.sub = policy.run(code, job["submission"], plain=job.get("policy") is None)
     if ctx.sub is not None:
         scenario.run(ctx)
 

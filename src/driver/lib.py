@@ -605,7 +605,8 @@ DISPATCH = _Frozen({
 # run they get a copy, as they would on a device, so a later read through it is not free.
 _VIEWS = frozenset(("numpy", "__array__", "__dlpack__"))
 # Calls whose aten ops are not looked at one by one (a whole backward: hundreds of ops); what
-# they read back is still in the grader's profiler count.
+# they read back is still in the grader's profiler count, and the Python that autograd runs in
+# them (hooks) is watched as any call of the watched code (`_engine_run_watched`).
 _OPAQUE = frozenset(("backward", "grad"))
 # torch's tags of an aten op whose result needs the tensor's values on the host: a Python number
 # (`_local_scalar_dense`, `equal`, ...) or a shape that depends on the data (`nonzero`,
@@ -616,6 +617,13 @@ _DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
 _INDEXING = frozenset(("index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index"))
 _MASKS = (torch.bool, torch.uint8)
 _frombuffer = torch.frombuffer
+# The read-back counters active now (innermost last): what torch's own entry points below reach
+# (`_frombuffer_watched`, `_engine_run_watched`) while one is active.
+_ACTIVE = []
+# CPU runs: the host memory (StorageImpl address -> weak reference) every counter shares, from the
+# first one on (the one around the submission's import included): memory is host memory for the
+# whole process, not for one counter's calls, so an array made at import is still the host's.
+_HOST = {}
 _dispatch_len = torch._C._len_torch_dispatch_stack
 _dispatch_at = torch._C._get_dispatch_stack_at
 _dispatch_pop = torch._C._pop_torch_dispatch_stack
@@ -772,7 +780,7 @@ class HostReads(_TorchFunctionMode):
       - factory: a call of `FACTORIES`, or any call that takes no tensor and returns one (a
         tensor made from Python values: `torch.randn(())`); the legacy constructors, which no
         torch function sees, through `DISPATCH` (a dispatch mode, `_Unseen`) and `torch.frombuffer`
-        (wrapped while active).
+        (the grader's wrapper from this module's load on, `_frombuffer_watched`).
       - kept graph: a read-back of a tensor whose autograd graph reaches the losses of more than
         one step (`marks`, from `step_marks`: the grader's table, nothing on the nodes):
         `kept_graph {steps, line}`.
@@ -780,12 +788,13 @@ class HostReads(_TorchFunctionMode):
     the active trace and in `self.readbacks` / `self.factories`.
     """
 
-    def __init__(self, ctx, files, device, *, marks=None, tag=None):
+    def __init__(self, ctx, files, device, *, marks=None, tag=None, held=True):
         super().__init__()
         self.ctx = ctx
         self.files = {_os.path.abspath(f) for f in files}
         self.cpu_run = torch.device(device).type == "cpu"
         self.marks = {} if marks is None else marks
+        self.held = held  # kept graphs: also what the watched code's frames hold (`_held_steps`)
         self.tag = dict(tag or {})
         self.readbacks = []
         self.factories = []
@@ -793,31 +802,41 @@ class HostReads(_TorchFunctionMode):
         self.crossed = None  # a list while a watched call runs with the aten layer looking
         self.direct = True  # the last call attributed was made by the watched code's own line
         self._crossed_last = None
-        self._host = {}  # CPU runs: StorageImpl address -> weak reference, host memory
+        self._host = _HOST  # CPU runs: host memory, shared by every counter (see `_HOST`)
         self._below = None
 
     def __enter__(self):
         out = super().__enter__()
         self._below = _Unseen(self)
         self._below.__enter__()
-        torch.frombuffer = self._frombuffer
+        _ACTIVE.append(self)
+        # host memory freed since: dropped, so a call that reaches no host memory stays cheap
+        for k in [k for k, r in self._host.items() if r.expired()]:
+            del self._host[k]
         return out
 
     def __exit__(self, *exc):
-        torch.frombuffer = _frombuffer
+        if _ACTIVE and _ACTIVE[-1] is self:
+            _ACTIVE.pop()
         self._below.__exit__(*exc)
         self._below = None
         return super().__exit__(*exc)
 
-    def _frombuffer(self, *args, **kwargs):
-        line = self._caller_line(2)
+    def _frombuffer(self, *args, depth=2, **kwargs):
+        """`torch.frombuffer` while this counter is active (`_frombuffer_watched`, which is what
+        the name is from before any submission code runs): a factory, and on CPU runs a tensor of
+        the buffer's memory, which is the host's."""
+        line = self._caller_line(depth)
         if line is not None:
             self._record("factory", {"op": "frombuffer", "line": line})
         self.depth += 1
         try:
-            return _frombuffer(*args, **kwargs)
+            out = _frombuffer(*args, **kwargs)
         finally:
             self.depth -= 1
+        if self.cpu_run and isinstance(out, _Tensor):
+            self._mark_host(out)
+        return out
 
     # -- where memory is --------------------------------------------------------------------
     def host(self, t):
@@ -837,7 +856,8 @@ class HostReads(_TorchFunctionMode):
         if s is None:
             return
         if len(self._host) > 4096:
-            self._host = {k: r for k, r in self._host.items() if not r.expired()}
+            for k in [k for k, r in self._host.items() if r.expired()]:
+                del self._host[k]
         self._host[s._cdata] = _StorageWeakRef(s)
 
     def _moved(self, ins, outs, written, name, line):
@@ -883,8 +903,36 @@ class HostReads(_TorchFunctionMode):
     def _readback(self, src, op, nbytes, line):
         self._record("readback", {"op": op, "bytes": int(nbytes), "line": line})
         steps = graph_steps(src, self.marks)
+        if self.held and self.marks and len(steps) < 2:
+            steps |= self._held_steps()
         if len(steps) > 1:
             self.ctx.event("kept_graph", steps=len(steps), line=line, **self.tag)
+
+    def _held_steps(self):
+        """The marked steps whose loss is still reached by the autograd graph of any tensor the
+        watched code holds at this moment (issue 38, memory is what's alive): its frames' locals
+        and its module's globals, and what they hold one or two levels down (lists, tuples,
+        dicts, sets, objects' attributes). A running sum kept without `.detach()` keeps every
+        step's graph alive whatever tensor is read back (`loss_sum.detach().item()`)."""
+        held, frames = [], []
+        f = _sys._getframe(2)
+        while f is not None:
+            if f.f_code.co_filename in self.files or _os.path.abspath(f.f_code.co_filename) in self.files:
+                frames.append(f)
+            f = f.f_back
+        if not frames:
+            return set()
+        seen = set()
+        for fr in frames:
+            try:
+                spaces = (fr.f_locals, fr.f_globals)
+            except Exception:  # noqa: BLE001 (a frame that cannot be read holds nothing of ours)
+                continue
+            for space in spaces:
+                for v in list(space.values()):
+                    _collect(v, held, seen, 2)
+        del frames, f
+        return _graphs_steps(held, self.marks)
 
     def _unseen(self, func, args, kwargs, table):
         """An aten op reached outside every torch function of the watched code."""
@@ -990,8 +1038,11 @@ class HostReads(_TorchFunctionMode):
         ):
             self._record("factory", {"op": name, "line": line})
         if cpu:
-            if name == "from_numpy" and isinstance(out, _Tensor):
-                self._mark_host(out)  # numpy's memory is the host's
+            if isinstance(out, _Tensor) and (name == "from_numpy" or _aliases_host(args, kwargs, out)):
+                # numpy's memory (a buffer's) is the host's: `from_numpy`, and any call whose
+                # result is a view of an array or buffer it was handed (`as_tensor`, `asarray`,
+                # `from_dlpack` of a numpy array)
+                self._mark_host(out)
             elif self._host:
                 written = (args[0],) if name == "__setitem__" and src is not None else ()
                 self._moved(ins, _tensors(out), written, name, None if counted else line)
@@ -1006,9 +1057,17 @@ class HostReads(_TorchFunctionMode):
         self.depth += 1
         below = self._below
         outer = self.crossed
+        back = False
         if look:
             self.crossed = []
             aside = False
+            # a call of the watched code made where the mode below was set aside (a hook that
+            # autograd runs inside an opaque backward): it looks there too, for this call
+            if below is not None:
+                n = _dispatch_len()
+                back = not any(_dispatch_at(i) is below for i in range(n))
+                if back:
+                    _dispatch_push(below)
         else:
             self.crossed = None
             n = _dispatch_len()
@@ -1020,9 +1079,126 @@ class HostReads(_TorchFunctionMode):
         finally:
             if aside:
                 _dispatch_push(below)
+            if back:
+                _dispatch_pop(None)
             self._crossed_last = self.crossed
             self.crossed = outer
             self.depth -= 1
+
+
+def _collect(v, out, seen, depth):
+    """The tensors `v` is or holds (containers and objects' attributes, `depth` levels down)."""
+    if isinstance(v, _Tensor):
+        out.append(v)
+        return
+    if depth <= 0 or len(out) > 4096 or id(v) in seen:
+        return
+    t = type(v)
+    if t in (list, tuple, set, frozenset):
+        seen.add(id(v))
+        for x in list(v)[:4096]:
+            _collect(x, out, seen, depth - 1)
+    elif t is dict:
+        seen.add(id(v))
+        for x in list(v.values())[:4096]:
+            _collect(x, out, seen, depth - 1)
+    elif not isinstance(v, (type, type(_os), torch.nn.Module)) and not callable(v):
+        try:
+            d = object.__getattribute__(v, "__dict__")
+        except (AttributeError, TypeError):
+            return
+        if type(d) is dict:
+            seen.add(id(v))
+            for x in list(d.values())[:4096]:
+                _collect(x, out, seen, depth - 1)
+
+
+def _graphs_steps(tensors, marks, limit=50_000):
+    """`graph_steps` over several tensors, each node walked once."""
+    steps, seen, stack = set(), {}, [getattr(t, "grad_fn", None) for t in tensors]
+    while stack and len(seen) < limit:
+        f = stack.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen[id(f)] = f
+        try:
+            mark = marks.get(f._sequence_nr())
+        except (AttributeError, RuntimeError, TypeError):
+            mark = None
+        if mark is not None:
+            steps.add(mark)
+            continue
+        stack.extend(nf for nf, _ in f.next_functions)
+    return steps
+
+
+_BUFFERS = (_np.ndarray, bytearray, memoryview, bytes)
+
+
+def _aliases_host(args, kwargs, out):
+    """Is `out` (a tensor) a view of the memory of a numpy array or buffer among the arguments?"""
+    found = None
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, _BUFFERS):
+            found = found or []
+            found.append(a)
+        elif type(a) in (list, tuple):
+            found = found or []
+            found.extend(x for x in a if isinstance(x, _BUFFERS))
+    if not found:
+        return False
+    try:
+        s = out.untyped_storage()
+        p, n = s.data_ptr(), s.nbytes()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+    for a in found:
+        try:
+            arr = a if isinstance(a, _np.ndarray) else _np.frombuffer(memoryview(a).cast("B"), dtype=_np.uint8)
+            lo = arr.__array_interface__["data"][0]
+            hi = lo + max(arr.nbytes, 1)
+        except (TypeError, ValueError, AttributeError):
+            continue
+        if lo < p + max(n, 1) and p < hi:
+            return True
+    return False
+
+
+def _frombuffer_watched(*args, **kwargs):
+    """What `torch.frombuffer` is from the moment this module is loaded (before any submission
+    code runs, so a name bound at import, `from torch import frombuffer`, is this one too): the
+    innermost active read-back counter's `_frombuffer`, or torch's own when none is active."""
+    if _ACTIVE:
+        return _ACTIVE[-1]._frombuffer(*args, depth=3, **kwargs)
+    return _frombuffer(*args, **kwargs)
+
+
+_engine_run = torch.autograd._engine_run_backward
+
+
+def _engine_run_watched(*args, **kwargs):
+    """What torch's `backward()` and `autograd.grad()` run the autograd engine through, from the
+    moment this module is loaded. A read-back counter's mode is set aside while its own handler
+    runs (and so for the whole of a `backward()` the watched code calls): here, below the
+    handler, it is put back for the engine's run, so whatever Python autograd runs during the
+    backward (hooks on tensors, nodes and modules, saved-tensor unpack hooks, a custom
+    Function's backward) is watched as every other call is (issue 38: every call watched)."""
+    reads = _ACTIVE[-1] if _ACTIVE else None
+    if reads is None or any(_function_at(i) is reads for i in range(_function_len())):
+        return _engine_run(*args, **kwargs)
+    _function_push(reads)
+    try:
+        return _engine_run(*args, **kwargs)
+    finally:
+        _function_pop()
+
+
+_function_len = torch._C._len_torch_function_stack
+_function_at = torch._C._get_function_stack_at
+_function_push = torch._C._push_on_torch_function_stack
+_function_pop = torch._C._pop_torch_function_stack
+torch.frombuffer = _frombuffer_watched
+torch.autograd._engine_run_backward = _engine_run_watched
 
 
 # What torch or the submission may call directly (driver.py's `_forged`): the observed model's
@@ -1030,4 +1206,5 @@ class HostReads(_TorchFunctionMode):
 # `sync` (handed over as `sync=`), the read-back modes (torch calls them from the submission's
 # own frames) and the wrapped `torch.frombuffer`.
 ENTRY_POINTS = (ObservedTinyGPT.forward, SimDevice.sync, HostReads.__torch_function__,
-                HostReads._frombuffer, _Unseen.__torch_dispatch__)
+                HostReads._frombuffer, _Unseen.__torch_dispatch__, _frombuffer_watched,
+                _engine_run_watched)
