@@ -69,6 +69,10 @@ pub struct Read {
     pub ns: Option<i64>,
     /// A CUDA event's id.
     pub id: Option<i64>,
+    /// The grader's cost clock where the value was read (`c`: wall seconds less run-queue wait).
+    pub cost: Option<f64>,
+    /// The grader's own seconds spent recording stamped events before this read (`g`).
+    pub overhead: Option<f64>,
 }
 
 /// Two consecutive reads of one clock with work between them.
@@ -100,6 +104,9 @@ pub struct Measurement {
     pub per: usize,
     /// Seconds between two recorded CUDA events (by their ids), as the submission asked.
     pub elapsed: BTreeMap<(i64, i64), f64>,
+    /// `call {c0, c1}` events: a handed-over `step()` or `sync()` ran from `c0` to `c1` on the
+    /// grader's cost clock (position, c0, c1).
+    pub calls: Vec<(usize, f64, f64)>,
     /// Backwards that began at a step's loss but were no whole step (`step_undone`).
     pub undone: Vec<Undone>,
 }
@@ -188,6 +195,7 @@ impl Measurement {
         let mut syncs = Vec::new();
         let mut queued = Vec::new();
         let mut elapsed: BTreeMap<(i64, i64), f64> = BTreeMap::new();
+        let mut calls = Vec::new();
         let mut first_fp: BTreeMap<String, Value> = BTreeMap::new();
         let mut undone = Vec::new();
         for (pos, e) in events.iter().enumerate() {
@@ -240,7 +248,15 @@ impl Measurement {
                     secs: e.fields.get("v").and_then(Value::as_f64),
                     ns: int(e.fields.get("ns")),
                     id,
+                    cost: e.fields.get("c").and_then(Value::as_f64),
+                    overhead: e.fields.get("g").and_then(Value::as_f64),
                 }),
+                "call" => {
+                    let c = |k: &str| e.fields.get(k).and_then(Value::as_f64);
+                    if let (Some(c0), Some(c1)) = (c("c0"), c("c1")) {
+                        calls.push((pos, c0, c1));
+                    }
+                }
                 "elapsed" => {
                     if let (Some(a), Some(b), Some(v)) = (
                         int(e.fields.get("a")),
@@ -306,7 +322,29 @@ impl Measurement {
             per,
             elapsed,
             undone,
+            calls,
         }
+    }
+
+    /// A source's window on the grader's cost clock: `(seconds, busy)`, the seconds between its
+    /// two reads and those of them spent inside the handed-over calls (`call` events between the
+    /// reads, clipped to them). The rest is the submission's own time in the window: a loop and a
+    /// clock read, or idle time added to it (a sleep, a spin after the last `sync()`). `None`
+    /// when a read or the calls carry no stamp (nothing to compare).
+    pub fn busy(&self, s: &Source) -> Option<(f64, f64)> {
+        let read = |pos: usize| self.reads.iter().find(|r| r.pos == pos);
+        let (open, close) = (read(s.open)?, read(s.close)?);
+        let (a, b) = (open.cost?, close.cost?);
+        // the grader's own recording between the two reads (the opening read's event, each
+        // call's event) is neither the work nor the submission's
+        let writing = (close.overhead? - open.overhead?).max(0.0);
+        let busy: f64 = self
+            .calls
+            .iter()
+            .filter(|(pos, ..)| s.open < *pos && *pos < s.close)
+            .map(|&(_, c0, c1)| (c1.min(b) - c0.max(a)).max(0.0))
+            .sum();
+        Some((b - a - writing, busy))
     }
 
     /// `events` with only the reads of `clock` (and of its numbered stretches `clock#N`), when

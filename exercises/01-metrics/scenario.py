@@ -38,6 +38,7 @@ on the simulated device and the real one (`_face`), and the virtual clock starts
 perf_counter's reading, so a submission cannot behave only while simulated.
 """
 import contextlib
+import gc
 import math
 import random
 import statistics
@@ -50,6 +51,7 @@ from course import Config
 
 _median = statistics.median  # captured before the submission is imported
 _thread_time = time.thread_time  # CPU time of this thread: a floor for any wall-clock timing
+_gc_collect, _gc_disable, _gc_enable = gc.collect, gc.disable, gc.enable
 _synchronize = torch.cuda.synchronize
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
@@ -91,6 +93,24 @@ def _face(work, wait):
         wait()
 
     return step, sync
+
+
+def _busy(ctx, fn, kind):
+    """`fn` stamped on the grader's cost clock (wall time less run-queue wait): a `call {fn, c0,
+    c1}` event when it returns. A timed window's seconds are the work the grader saw in it (these
+    calls), not idle time the submission added after the last one (measurement.rs, `idle`)."""
+    cost = ctx.cost_clock
+
+    def run():
+        c0 = cost()
+        try:
+            return fn()
+        finally:
+            c1 = cost()
+            ctx.event("call", fn=kind, c0=c0, c1=c1, g=ctx.overhead)
+            ctx.overhead += cost() - c1
+
+    return run
 
 
 def _draws(ctx, params):
@@ -185,6 +205,29 @@ class Lesson:
         finally:
             self.calls_running -= 1
 
+    def clean(self, where):
+        """Fail when global state (a saved-tensors hook, a mode, grad mode, …) differs from before
+        the submission was imported; it is put back first (`lib.leftover_state`)."""
+        left = self.ctx.lib.leftover_state()
+        if left:
+            raise ProbeFailed(
+                f"before {where}: the submission left {'; '.join(left)} (a call of the submission must "
+                "leave torch's global state as it found it: see the contract in README.md)"
+            )
+
+    def call(self, what, fn, *args, **kwargs):
+        """One call of the submission's `fn`, between two checks that it found and left the global
+        state the grader's own work runs under as it was before the import."""
+        self.clean(what)
+        out = fn(*args, **kwargs)
+        left = self.ctx.lib.leftover_state()
+        if left:
+            raise ProbeFailed(
+                f"{what} left {'; '.join(left)} behind when it returned: a call of the submission must "
+                "leave torch's global state as it found it (see the contract in README.md)"
+            )
+        return out
+
     def sync_device(self):
         if self.device.type == "cuda":
             _synchronize()
@@ -241,13 +284,13 @@ class Lesson:
                 def wait(device=device):
                     device.sync()
 
-                step, sync = _face(work, wait)
+                step, sync = _face(_busy(ctx, work, "step"), _busy(ctx, wait, "sync"))
 
                 def run_measure(device=device, step=step, sync=sync, w=w, r=r, s=s):
                     with device:
                         return measure(step, sync, warmup=w, repeats=r, steps_per_repeat=s)
 
-                samples = self.traced(name, run_measure)
+                samples = self.traced(name, lambda: self.call("measure()", run_measure))
                 ctx.metric(f"{name}.samples", numbers("measure()", samples))
                 ctx.metric(f"{name}.calls", device.calls)
 
@@ -270,16 +313,24 @@ class Lesson:
             ctx.event("sync")
             self.sync_device()
 
-        step, sync = _face(work, wait)
+        step, sync = _face(_busy(ctx, work, "step"), _busy(ctx, wait, "sync"))
 
         def grader_block():  # the grader's own measurement of the same step: sync, one step each
+            # never under state a submission's call left behind (a hook that slows the grader's
+            # steps), nor with its garbage collected (a `__del__` of its objects) inside
+            self.clean("the grader's own measurement")
+            _gc_collect()
+            _gc_disable()
             out = []  # (wall seconds, CPU seconds of this thread)
-            for _ in range(int(p["grader_repeats"])):
-                self.sync_device()
-                t0, c0 = ctx.clock(), _thread_time()
-                work()
-                self.sync_device()
-                out.append((ctx.clock() - t0, _thread_time() - c0))
+            try:
+                for _ in range(int(p["grader_repeats"])):
+                    self.sync_device()
+                    t0, c0 = ctx.clock(), _thread_time()
+                    work()
+                    self.sync_device()
+                    out.append((ctx.clock() - t0, _thread_time() - c0))
+            finally:
+                _gc_enable()
             return out
 
         for _ in range(w):
@@ -291,7 +342,8 @@ class Lesson:
             name = f"real.run{run}"
             samples = numbers(
                 "measure()",
-                self.traced(name, lambda: measure(step, sync, warmup=w, repeats=r, steps_per_repeat=s)),
+                self.traced(name, lambda: self.call("measure()", measure, step, sync, warmup=w, repeats=r,
+                                                    steps_per_repeat=s)),
             )
             ctx.metric(f"{name}.samples", samples)
             if samples:
@@ -314,7 +366,7 @@ class Lesson:
             ctx.metric(f"{prefix}.samples", list(samples))
             ctx.metric(f"{prefix}.batch", batch)
             ctx.metric(f"{prefix}.seq_len", seq_len)
-        out = summarize(list(samples), batch=batch, seq_len=seq_len)
+        out = self.call("summarize()", summarize, list(samples), batch=batch, seq_len=seq_len)
         if not isinstance(out, dict):
             raise ProbeFailed(f"summarize() returned {type(out).__name__}; expected a dict with {', '.join(SUMMARY_KEYS)}")
         missing = [k for k in SUMMARY_KEYS if k not in out]
@@ -383,8 +435,8 @@ class Lesson:
         w, r, rounds = int(p["warmup"]), int(p["repeats"]), int(p["rounds"])
         if int(p["calls"]) != rounds * len(shapes) * (w + r):
             raise RuntimeError(f"exercise.yaml: shapes.calls must be rounds × 3 × (warmup + repeats) in {p}")
-        steps = {k: _face(step_for(*bt), wait)[0] for k, bt in shapes.items()}
-        sync = _face(wait, wait)[1]
+        steps = {k: _face(_busy(ctx, step_for(*bt), "step"), wait)[0] for k, bt in shapes.items()}
+        sync = _face(wait, _busy(ctx, wait, "sync"))[1]
         samples = {k: [] for k in shapes}
         names = list(shapes)
         for rnd in range(rounds):
@@ -392,7 +444,8 @@ class Lesson:
                 name = f"shapes.r{rnd}.{k}"
                 got = numbers(
                     "measure()",
-                    self.traced(name, lambda: measure(steps[k], sync, warmup=w, repeats=r, steps_per_repeat=1)),
+                    self.traced(name, lambda: self.call("measure()", measure, steps[k], sync, warmup=w, repeats=r,
+                                                        steps_per_repeat=1)),
                 )
                 ctx.metric(f"{name}.samples", got)
                 samples[k] += got

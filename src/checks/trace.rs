@@ -6,7 +6,7 @@ use super::{fmt_bounds, fmt_num, within, Env, Outcome};
 use crate::i18n::Text;
 use crate::measurement::{close_to, median_range, Measurement, Source};
 use crate::observations::{Absent, Event};
-use crate::spec::rubric::{TracePredicate, TraceSpec};
+use crate::spec::rubric::{IdleSpec, TracePredicate, TraceSpec};
 use crate::text;
 use serde_json::Value;
 
@@ -383,7 +383,12 @@ fn predicate(
         TracePredicate::Synced => synced(&m, &variants, &held),
         TracePredicate::Repeats => repeats(&m, &variants, need, per, &held),
         TracePredicate::Median => median(&m, &variants, spec, stream, env),
-        TracePredicate::Samples => samples(&m, &variants, returned.as_deref().unwrap_or(&[])),
+        TracePredicate::Samples => samples(
+            &m,
+            &variants,
+            returned.as_deref().unwrap_or(&[]),
+            spec.idle.as_ref(),
+        ),
     }
 }
 
@@ -409,7 +414,7 @@ fn returned_numbers(
 /// from the clock values the grader recorded, exactly (to float precision) as on the simulated
 /// device. A number no window gives (halved, averaged over calls, scaled by a patched clock, made
 /// up) fails, whatever band it would lie in.
-fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
+fn samples(m: &Measurement, variants: &[String], xs: &[f64], idle: Option<&IdleSpec>) -> Outcome {
     let per = m.per as f64;
     let n = xs.len();
     if n == 0 {
@@ -424,8 +429,15 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
         );
     }
     let mut stop: Option<(usize, Option<f64>)> = None;
+    let mut padded: Option<Outcome> = None;
     for v in variants {
         let got = m.sources(v, xs, |x, s| s.gives(x, per));
+        if let (Some(src), Some(idle)) = (&got.sources, idle) {
+            if let Some(out) = idle_windows(m, src, idle) {
+                padded.get_or_insert(out);
+                continue;
+            }
+        }
         if got.sources.is_some() {
             return Outcome::new(
                 true,
@@ -442,6 +454,9 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
                 stop = Some(u);
             }
         }
+    }
+    if let Some(out) = padded {
+        return out;
     }
     if m.windows().is_empty() {
         return no_window_of_per(m, xs);
@@ -489,6 +504,47 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64]) -> Outcome {
             )
         ),
     )
+}
+
+/// The first of `sources` (the windows the samples came from, in order) whose time outside the
+/// handed-over calls, on the grader's cost clock, exceeds what `idle` allows: a window stretched
+/// by a sleep or a spin after its last `sync()` makes any number "its window". `None` when all
+/// hold. Run-queue waits are not on that clock, so a loaded machine stretches nothing here.
+fn idle_windows(m: &Measurement, sources: &[Source], idle: &IdleSpec) -> Option<Outcome> {
+    let n = sources.len();
+    for (k, s) in sources.iter().enumerate() {
+        let Some((secs, busy)) = m.busy(s) else {
+            return Some(Outcome::new(
+                false,
+                text!(format!("{k}/{n} 来自窗口"), format!("{k}/{n} from windows")),
+                "",
+                text!(
+                    format!("第 {} 个样本的计时窗口没有评分器自己的时间戳，无法核对窗口里做的是不是交给你的工作", k + 1),
+                    format!("sample #{}'s window carries none of the grader's own stamps: whether it timed the work handed over cannot be checked", k + 1)
+                ),
+            ));
+        };
+        let own = secs - busy;
+        let allowed = idle.max_s + idle.max_share * busy;
+        if own > allowed {
+            return Some(Outcome::new(
+                false,
+                text!(format!("{k}/{n} 来自窗口"), format!("{k}/{n} from windows")),
+                "",
+                text!(
+                    format!(
+                        "第 {} 个样本的计时窗口（评分器的时钟：{} s，不含等待 CPU 的时间）里只有 {} s 在运行交给你的 step()/sync()，其余 {} s 是你自己的代码（sleep、空转）：超过允许的 {} s。样本必须是计时的工作本身，不能用空闲时间把窗口拉长",
+                        k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
+                    ),
+                    format!(
+                        "sample #{}'s window lasted {} s on the grader's clock (time waiting for a CPU left out), only {} s of it inside the step()/sync() calls handed over; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed. A sample is the work timed, not a window stretched with idle time",
+                        k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
+                    )
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// No window of exactly `per` whole steps: say what the clock reads did enclose (one window of

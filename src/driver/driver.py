@@ -200,6 +200,10 @@ class Ctx:
         self.ProbeFailed = ProbeFailed
         self.attributed = attributed  # the attribution rule, for lib.py's instruments
         self.watch = None  # _Watch, from just before the submission is imported
+        # seconds of the grader's cost clock spent recording stamped events (a clock read's
+        # `timer`, a handed-over call's `call`) outside the calls: carried as `g` on each, so a
+        # window's time of the submission's own leaves the grader's writing out (measurement.rs)
+        self.overhead = 0.0
 
     # -- observations -------------------------------------------------------------------------
     @property
@@ -696,16 +700,21 @@ def _install_clocks(ctx):
             mine = not _reads_for_itself(sys._getframe(1).f_code.co_filename) and _from_submission()
             if mine and ctx.watch is not None:
                 ctx.watch.check("during a clock read")
+            # `c`: the grader's cost clock (wall time less run-queue wait) where the value is read,
+            # after the grader's own check: what the window's work is compared with (`call` events)
+            c = ctx.cost_clock() if mine and ctx.trace is not None else None
             if mine and ctx.virtual_now is not None:
                 secs = float(ctx.virtual_now())
                 value = int(round(secs * 1e9)) if _ns else secs
             else:
                 value = _real()
-            if mine and ctx.trace is not None:
+            if c is not None:
+                # `g`: the grader's own seconds spent recording so far (`Ctx.overhead`)
                 if _ns:
-                    ctx.event("timer", clock=_family, v=value / 1e9, ns=value)
+                    ctx.event("timer", clock=_family, v=value / 1e9, ns=value, c=c, g=ctx.overhead)
                 else:
-                    ctx.event("timer", clock=_family, v=value)
+                    ctx.event("timer", clock=_family, v=value, c=c, g=ctx.overhead)
+                ctx.overhead += ctx.cost_clock() - c
             return value
 
         clock.__name__ = name
@@ -793,7 +802,7 @@ def _install_cuda_events(ctx, torch):
             if _from_submission():
                 counter[0] += 1
                 self._grade_id = counter[0]
-                ctx.event("timer", clock="cuda_event", id=counter[0])
+                ctx.event("timer", clock="cuda_event", id=counter[0], c=ctx.cost_clock())
             return super().record(stream)
 
         def elapsed_time(self, end_event):

@@ -1201,6 +1201,99 @@ torch.frombuffer = _frombuffer_watched
 torch.autograd._engine_run_backward = _engine_run_watched
 
 
+# ------------------------------------------------------------------------------------------------
+# The global state a call of the submission may not leave behind (issue 38, "every call is watched
+# the same way"): what torch and Python keep per process or per thread that would change how the
+# grader's own work runs after the call returned (its reference steps, its measurement). A
+# saved-tensors hook entered and never exited runs inside every later backward, the grader's too;
+# so do a mode left on a stack, grad or anomaly mode, autocast, a thread count, gc switched off.
+# Read with functions bound here, before any submission code runs.
+
+import gc as _gc
+
+_autograd_c = torch._C._autograd
+_top_saved_hooks = _autograd_c._top_saved_tensors_default_hooks
+_pop_saved_hooks = _autograd_c._pop_saved_tensors_default_hooks
+_saved_hooks_enabled = _autograd_c._saved_tensors_hooks_is_enabled
+_saved_hooks_enable = _autograd_c._saved_tensors_hooks_enable
+_function_len = torch._C._len_torch_function_stack
+_function_pop = torch._C._pop_torch_function_stack
+_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
+_inference_enabled = torch.is_inference_mode_enabled
+_anomaly, _anomaly_nan, _set_anomaly = torch.is_anomaly_enabled, torch.is_anomaly_check_nan_enabled, torch.set_anomaly_enabled
+_autocast_on, _set_autocast = torch.is_autocast_enabled, torch.set_autocast_enabled
+_get_threads, _set_threads = torch.get_num_threads, torch.set_num_threads
+_default_dtype, _set_default_dtype = torch.get_default_dtype, torch.set_default_dtype
+_deterministic = torch.are_deterministic_algorithms_enabled
+_mkldnn_on = torch._C._get_mkldnn_enabled
+_gc_on, _gc_enable = _gc.isenabled, _gc.enable
+_module_hooks = tuple(
+    getattr(torch.nn.modules.module, name)
+    for name in dir(torch.nn.modules.module)
+    if name.startswith("_global_") and name.endswith("hooks")
+)
+
+
+def _state_reads():
+    """(what, value now, how to put the baseline's value back or None) of every item."""
+    cuda = torch.cuda.is_available()
+    return (
+        ("a saved-tensors hook (torch.autograd.graph.saved_tensors_hooks) entered and not exited",
+         _top_saved_hooks(False) is not None, lambda v: _drain(lambda: _top_saved_hooks(False) is not None, _pop_saved_hooks)),
+        ("saved-tensors hooks disabled", _saved_hooks_enabled(), lambda v: _saved_hooks_enable()),
+        ("a TorchFunctionMode (or torch.set_default_device) left on the stack", _function_len(),
+         lambda v: _drain(lambda: _function_len() > v, _function_pop)),
+        ("a TorchDispatchMode left on the stack", _dispatch_len(),
+         lambda v: _drain(lambda: _dispatch_len() > v, lambda: _dispatch_pop(None))),
+        ("grad mode changed (torch.set_grad_enabled / no_grad entered and not exited)", _grad_enabled(),
+         _set_grad_enabled),
+        ("inference mode entered and not exited", _inference_enabled(), None),
+        ("anomaly detection switched on", (_anomaly(), _anomaly_nan()), lambda v: _set_anomaly(*v)),
+        ("autocast entered and not exited (cpu)", _autocast_on("cpu"), lambda v: _set_autocast("cpu", v)),
+        ("autocast entered and not exited (cuda)", cuda and _autocast_on("cuda"),
+         lambda v: cuda and _set_autocast("cuda", v)),
+        ("torch's thread count changed (torch.set_num_threads)", _get_threads(), _set_threads),
+        ("the default dtype changed (torch.set_default_dtype)", _default_dtype(), _set_default_dtype),
+        ("deterministic algorithms switched", _deterministic(), None),
+        ("mkldnn switched", _mkldnn_on(), None),
+        ("garbage collection switched off (gc.disable)", _gc_on(), lambda v: v and _gc_enable()),
+        ("a global module hook registered", tuple(len(d) for d in _module_hooks), None),
+    )
+
+
+def _drain(more, pop):
+    for _ in range(10_000):
+        if not more():
+            return
+        pop()
+
+
+def global_state():
+    """The global state the grader's work depends on, now: {what: value}."""
+    return {what: value for what, value, _ in _state_reads()}
+
+
+_BASELINE = global_state()  # when lib.py is loaded, before the submission is imported
+
+
+def leftover_state(baseline=None):
+    """What differs from `baseline` (the state when lib.py was loaded, before the submission was
+    imported) now: a list of what, each put back where it can be (a hook popped, a mode popped, a
+    switch reset). The caller fails the call that left it: the grader's next step must not run
+    under it."""
+    baseline = _BASELINE if baseline is None else baseline
+    left = []
+    for what, value, restore in _state_reads():
+        if what in baseline and value != baseline[what]:
+            left.append(what)
+            if restore is not None:
+                try:
+                    restore(baseline[what])
+                except Exception:  # noqa: BLE001 - still reported (and failed) as left behind
+                    pass
+    return left
+
+
 # What torch or the submission may call directly (driver.py's `_forged`): the observed model's
 # forward (the submission calls `model(...)`, or `model.forward(...)`), a simulated device's
 # `sync` (handed over as `sync=`), the read-back modes (torch calls them from the submission's

@@ -322,6 +322,11 @@ pub struct TraceSpec {
     /// Variants that must each be measured (default: those observed).
     #[serde(default)]
     pub variants: Option<Vec<String>>,
+    /// (`expect: samples`) each sample's window may hold at most this much time outside the
+    /// handed-over calls (`step()`, `sync()`), on the grader's cost clock: a window is the work
+    /// timed, not idle time added to it. A window without the grader's stamps fails.
+    #[serde(default)]
+    pub idle: Option<IdleSpec>,
     /// Whole steps in one timed repeat (default 1).
     #[serde(default)]
     pub per: Option<Operand>,
@@ -331,6 +336,15 @@ pub struct TraceSpec {
     pub min: Option<Operand>,
     #[serde(default)]
     pub max: Option<Operand>,
+}
+
+/// The time a timed window may hold outside the work the grader handed over: at most
+/// `max_s + max_share × busy` seconds (`busy`: the window's seconds inside those calls).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdleSpec {
+    pub max_share: f64,
+    pub max_s: f64,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
