@@ -23,8 +23,11 @@ from rubrics/05-compile.yaml. Probes:
               the course's Block.forward, wrapped when the scenario loads, counts the blocks run
               as eager Python while `f` runs, whoever calls them (never inside a compiled graph:
               `torch.compiler.is_compiling()`, bound before the import), so each call of `f` says
-              whether compiled code served it. Outputs (and their structure)
-              against eager's.
+              whether compiled code served it: a graph compiled by a backend the grader knows,
+              holding the model's ops as dynamo traced them, fed the call's idx and the weights,
+              returning f's logits, which the grader's rerun of the traced graph reproduces
+              (`_served`). Each call's idx is drawn afresh (never time_calls()' batch). Outputs
+              (and their structure) against eager's.
 
 Which side computes what (issue 17): the simulated device's truth and the named mistakes are
 recorded (sent) by this probe before time_calls() gets `fn`, and fn's calls are counted from its
