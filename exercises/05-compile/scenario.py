@@ -23,8 +23,10 @@ from rubrics/05-compile.yaml. Probes:
               the course's Block.forward, wrapped when the scenario loads, counts the blocks run
               as eager Python while `f` runs, whoever calls them (never inside a compiled graph:
               `torch.compiler.is_compiling()`, bound before the import), so each call of `f` says
-              whether compiled code served it. Outputs (and their structure)
-              against eager's.
+              whether compiled code served it: a graph compiled by a backend the grader knows,
+              holding the model's ops as dynamo traced them, fed the call's idx and the weights,
+              returning f's logits (`_served`). Each call's idx is drawn afresh (never time_calls()' batch). Outputs
+              (and their structure) against eager's.
 
 Which side computes what (issue 17): the simulated device's truth and the named mistakes are
 recorded (sent) by this probe before time_calls() gets `fn`, and fn's calls are counted from its
@@ -34,9 +36,12 @@ values the driver recorded; graphs and graph breaks are counted in Rust from the
 the logits' reference is libtorch's (Rust).
 """
 import itertools
+import operator
+import os
 import random
 import signal
 import statistics
+import types
 
 import torch
 from safetensors.torch import load_file
@@ -82,6 +87,122 @@ _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
 MAX_SCALARS = 32  # scalar inputs a graph of the model may take (sizes, Python floats dynamo lifts)
 
 
+# Which backend compiled a graph (issue 38): only one the grader knows, named by a string
+# (`torch.compile(backend="inductor" | "eager" | "aot_eager" ...)`, a `mode`, `options`), counts.
+# A callable backend (reached through `torch.compiler.set_default_backend`, say) gets dynamo's graph
+# and may return any Python as the "compiled" code. The known backends' objects are bound here,
+# before the import; deny by default.
+import torch._dynamo.config as _dynamo_config  # noqa: E402
+from torch._dynamo.backends.registry import lookup_backend as _lookup_backend  # noqa: E402
+from torch._dynamo.repro.after_dynamo import WrapBackendDebug as _WrapBackendDebug  # noqa: E402
+
+KNOWN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs")
+_BACKEND_FNS = {}
+for _name in KNOWN_BACKENDS:
+    try:
+        _BACKEND_FNS[_name] = _lookup_backend(_name)
+    except Exception:  # noqa: BLE001 — a torch without it: that name is simply not known
+        pass
+_InductorWrapper = getattr(torch, "_TorchCompileInductorWrapper")
+_CompileWrapper = getattr(torch, "_TorchCompileWrapper")
+
+
+def _known_backend(compiler_fn):
+    """The name of the grader-known backend dynamo compiles with, or None (a callable of anyone's)."""
+    if _dynamo_config.debug_backend_override or _dynamo_config.debug_inductor_config_override:
+        return None
+    fn = compiler_fn
+    if type(fn) is _WrapBackendDebug:
+        fn = fn._torchdynamo_orig_backend
+    if type(fn) is _InductorWrapper:
+        return "inductor"
+    if type(fn) is _CompileWrapper:
+        fn = fn.compiler_fn
+    return next((n for n, f in _BACKEND_FNS.items() if fn is f), None)
+
+
+# What a graph of the model holds (issue 38): the model's own ops, traced by dynamo from the
+# model's code — at least one matrix product per Linear of the model (`MATMULS`) — and nothing
+# opaque: every function a node calls (and every callable among its arguments) is torch's own
+# (C builtins, torch's ops, Python functions defined in torch's package), never Python of the
+# submission's (an `allow_in_graph` function, a class of its own), and no tensor constant larger
+# than a scalar (data computed before the call, baked into the graph).
+_TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
+_BUILTIN_KINDS = (
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+    torch._ops.OpOverload,
+    torch._ops.OpOverloadPacket,
+    torch._ops.HigherOrderOperator,
+)
+_GraphModule, _Node = torch.fx.GraphModule, torch.fx.Node
+_MATMULS = frozenset(
+    f
+    for f in (
+        torch._C._nn.linear,
+        torch.nn.functional.linear,
+        torch.matmul,
+        operator.matmul,
+        torch.mm,
+        torch.bmm,
+        torch.addmm,
+        torch.baddbmm,
+        torch.einsum,
+        torch.nn.functional.scaled_dot_product_attention,
+    )
+)
+_MATMUL_METHODS = frozenset({"matmul", "mm", "bmm", "addmm", "baddbmm", "__matmul__", "__rmatmul__"})
+
+
+def _torch_own(obj):
+    """Whether a callable found in a graph is torch's own (deny by default)."""
+    if isinstance(obj, _BUILTIN_KINDS):
+        return True
+    if isinstance(obj, types.FunctionType):
+        return os.path.realpath(obj.__code__.co_filename).startswith(_TORCH_DIR)
+    if isinstance(obj, type):
+        return str(getattr(obj, "__module__", "")).split(".")[0] in ("torch", "builtins")
+    return False
+
+
+def _graph_holds(gm):
+    """`(matrix products, what is opaque)` in a graph dynamo traced (its subgraphs included)."""
+    matmuls, opaque = 0, []
+    graphs = [m for m in gm.modules() if isinstance(m, _GraphModule)]
+    for g in graphs:
+        for node in g.graph.nodes:
+            loose = []  # callables among the node's arguments
+            torch.fx.node.map_aggregate((node.args, node.kwargs), lambda a: loose.append(a) if callable(a) and not isinstance(a, (_Node, _Tensor)) else None)
+            for a in loose:
+                if not (_torch_own(a) or isinstance(a, _GraphModule)):
+                    opaque.append(f"argument {getattr(a, '__name__', type(a).__name__)}")
+            if node.op == "call_function":
+                if node.target in _MATMULS:
+                    matmuls += 1
+                if not _torch_own(node.target):
+                    opaque.append(f"call {getattr(node.target, '__name__', type(node.target).__name__)}")
+            elif node.op == "call_method":
+                matmuls += node.target in _MATMUL_METHODS
+            elif node.op == "call_module":
+                sub = g.get_submodule(node.target)
+                if not isinstance(sub, _GraphModule) or not _torch_own(type(sub)):
+                    opaque.append(f"module {type(sub).__name__}")
+            elif node.op == "get_attr":
+                try:
+                    value = g
+                    for part in str(node.target).split("."):
+                        value = getattr(value, part)
+                except AttributeError:
+                    value = None
+                if isinstance(value, _Tensor) and value.numel() > 1:
+                    opaque.append(f"tensor constant {node.target} {tuple(value.shape)}")
+    return matmuls, opaque[:4]
+
+
 def _see_inputs(call, args):
     """What one graph execution was fed: the idx of the call (equal to the grader's copy), the
     model's weights (equal to the grader's own copy of one, by value: a copy of the model is the
@@ -114,8 +235,9 @@ def _outputs(out):
     return [t.detach().clone() for t in items if isinstance(t, _Tensor)]
 
 
-def _served_by_graph(compiled):
-    """The callable dynamo installs for one compiled graph, seen by the grader at every run."""
+def _served_by_graph(compiled, graph):
+    """The callable dynamo installs for one compiled graph, seen by the grader at every run.
+    `graph`: what the grader found of it when it was compiled (`backend`, `matmuls`, `opaque`)."""
 
     def compiled_graph(*args):
         call = _SERVE["call"]
@@ -124,8 +246,10 @@ def _served_by_graph(compiled):
         try:
             with _DisableTorchFunction():
                 seen = _see_inputs(call, args)  # before the run: a boxed backend may clear its inputs
+                seen["args"] = True
         except Exception:  # noqa: BLE001 — inputs the grader cannot judge serve nothing
-            seen = {"idx": False, "weights": set(), "scalars": 0, "foreign": 1}
+            seen = {"idx": False, "weights": set(), "scalars": 0, "foreign": 1, "args": None}
+        seen["graph"] = graph
         out = compiled(*args)
         try:
             with _DisableTorchFunction():
@@ -139,6 +263,12 @@ def _served_by_graph(compiled):
 
 
 def _watched_call_user_compiler(self, gm, example_inputs):
+    try:  # what dynamo traced, before any backend sees (or changes) it
+        matmuls, opaque = _graph_holds(gm)
+        backend = _known_backend(self.compiler_fn)
+    except Exception as e:  # noqa: BLE001 — a graph the grader cannot read serves nothing
+        matmuls, opaque, backend = 0, [f"unreadable: {type(e).__name__}"], None
+    graph = {"backend": backend, "matmuls": matmuls, "opaque": opaque}
     compiled = _call_user_compiler(self, gm, example_inputs)
     lazy = _LazyGraphModule
     if isinstance(compiled, lazy) or (
@@ -148,7 +278,7 @@ def _watched_call_user_compiler(self, gm, example_inputs):
         lazy.force_recompile(gm_)
         if not isinstance(compiled, lazy):
             compiled = gm_.forward
-    return _served_by_graph(compiled)
+    return _served_by_graph(compiled, graph)
 
 
 _OutputGraph.call_user_compiler = _watched_call_user_compiler
@@ -213,26 +343,53 @@ class _DynamoWatch:
         return self.utils.log_compilation_event is self.hook and self.config.log_compilation_metrics is True
 
 
-def _served(runs, need, got):
-    """Whether compiled code served one call of `f`: some graph run in the call was fed only the
-    call's idx, the model's own weights (every parameter among them) and a few scalars, and
-    returned the very logits `f` returned (equal to the bit, as the graph returned them, cast to
-    the dtype `f` returned). Eager
-    Python that does the blocks' work (inlined, through `blocks_fn`, a fresh model) and a graph of
-    anything else (run on the side, on another input, fed the eager blocks' output) serve nothing.
+def _why_not(r, need, matmuls_due):
+    """Why one graph execution is no run of a compiled graph of the model (None: it is one)."""
+    g = r["graph"]
+    if g["backend"] is None:
+        return "compiled by a backend the grader does not know (only torch.compile(backend=<a name>))"
+    if g["opaque"]:
+        return "the graph holds what is not torch's own ops: " + ", ".join(g["opaque"])
+    if g["matmuls"] < matmuls_due:
+        return f"the graph holds {g['matmuls']} matrix products; the model has {matmuls_due}"
+    if not r["idx"] or r["foreign"] or r["scalars"] > MAX_SCALARS or r.get("args") is None:
+        return "the graph was not fed only this call's idx, the model's weights and a few scalars"
+    if not need <= r["weights"]:
+        return "the graph was not fed every weight of the model"
+    return None
+
+
+def _served(runs, need, got, matmuls_due):
+    """Whether compiled code served one call of `f`: some graph run in the call
+    - was compiled by a backend the grader knows (named by a string: inductor, eager, aot_eager, …),
+    - holds the model's ops as dynamo traced them (a matrix product per Linear of the model) and
+      nothing opaque (every call torch's own, no tensor constant),
+    - was fed only the call's idx, the model's own weights (every parameter among them) and a few
+      scalars,
+    - returned the very logits `f` returned (equal to the bit, as the graph returned them, cast to
+      the dtype `f` returned).
+    Eager Python that does the blocks' work (inlined, through `blocks_fn`, a fresh model), a graph
+    of anything else (run on the side, on another input, fed the eager blocks' output, a graph of
+    nothing whose backend returns eager logits, an opaque call into Python) serve nothing.
     Returns the `call` event's fields."""
-    model = [
-        r for r in runs if r["idx"] and not r["foreign"] and r["scalars"] <= MAX_SCALARS and need <= r["weights"]
-    ]
+    why = [w for w in (_why_not(r, need, matmuls_due) for r in runs) if w]
+    model = [r for r in runs if _why_not(r, need, matmuls_due) is None]
     served = False
     if isinstance(got, torch.Tensor) and type(got) in (_Tensor, _Parameter):
         with _DisableTorchFunction():
-            served = any(  # a cast after the graph (`logits.float()` of bf16) keeps them its own
-                o.shape == got.shape and o.device == got.device and _equal(o.to(got.dtype), got)
+            hits = [  # a cast after the graph (`logits.float()` of bf16) keeps them its own
+                (r, i)
                 for r in model
-                for o in r["outs"]
-            )
-    return {"graphs": len(runs), "model_graphs": len(model), "served": served}
+                for i, o in enumerate(r["outs"])
+                if o.shape == got.shape and o.device == got.device and _equal(o.to(got.dtype), got)
+            ]
+        served = bool(hits)
+        if model and not hits:
+            why.append("no graph of the model returned the logits f returned")
+    out = {"graphs": len(runs), "model_graphs": len(model), "served": served}
+    if not served:
+        out["why"] = (why[0] if why else "no compiled graph ran in the call")[:200]
+    return out
 
 
 def _structure(out):
@@ -496,6 +653,12 @@ class Lesson:
         for n, w in itertools.chain(eager.named_parameters(), eager.named_buffers()):
             weights.setdefault((tuple(w.shape), w.dtype), []).append((n, w.detach()))
         need = frozenset(n for n, _ in eager.named_parameters())
+        matmuls_due = sum(isinstance(m, torch.nn.Linear) for m in eager.modules())
+        # Each call's batch is drawn here, per call, after compile_for_shapes() returned (issue 38):
+        # never the batch time_calls() was handed nor a prefix of it, so logits computed before the
+        # call (kept from time_calls, pasted, baked into a graph) are wrong.
+        draw = torch.Generator().manual_seed(self.rng.getrandbits(63))
+        vocab = int(ctx.model_cfg["vocab"])
         watch = self.watch
         patched = []
 
@@ -512,12 +675,18 @@ class Lesson:
         ctx.trace = trace = []  # dynamo's compile events and one `call` per shape, as observed
         try:
             check("before compile_for_shapes()")
-            fn = compile_for_shapes(handed, list(shapes))
+            before = _EAGER["runs"]
+            _EAGER["on"] = True  # eager work before f is first called is watched too (recorded)
+            try:
+                fn = compile_for_shapes(handed, list(shapes))
+            finally:
+                _EAGER["on"] = False
+            ctx.event("prepare", eager_blocks=_EAGER["runs"] - before)
             check("in compile_for_shapes()")
             if not callable(fn):
                 raise ProbeFailed(f"compile_for_shapes() returned {type(fn).__name__}, not a callable")
             for b, t in shapes:
-                x = self.idx[:b, :t].contiguous()
+                x = torch.randint(0, vocab, (b, t), generator=draw, dtype=self.idx.dtype).to(self.device)
                 before = _EAGER["runs"]
                 with torch.no_grad():  # the contract: f runs under torch.no_grad(), like the model
                     _SERVE["call"] = call = {"idx": x.clone(), "weights": weights, "runs": []}
@@ -532,7 +701,7 @@ class Lesson:
                     ref = eager(x)
                 returned.append(_structure(out))
                 got = out[0] if isinstance(out, (tuple, list)) and out else out
-                served = _served(call["runs"], need, got)
+                served = _served(call["runs"], need, got, matmuls_due)
                 ctx.event("call", seq_len=t, compiled=ran == 0 and served["served"], eager_blocks=ran, **served)
                 if not isinstance(got, torch.Tensor):
                     raise ProbeFailed(
