@@ -23,8 +23,11 @@ lessons need, so it is written once:
   (checkpoint calls, autograd on/off, the checkpointing flag when the grader set it), so rules such
   as "one checkpoint per block in every forward where autograd records" hold in every probe.
 """
+import gc as _gc
 import os as _os
+import sys as _sys
 import weakref as _weakref
+from types import MappingProxyType as _Frozen
 
 import numpy as _np
 import torch
@@ -555,13 +558,6 @@ class SimDevice:
 
 # ------------------------------------------------------------------------------------------------
 # Host read-backs and tensors made from Python values (lesson 06; any lesson that counts syncs).
-
-import os as _os
-import weakref as _weakref
-import sys as _sys
-from types import MappingProxyType as _Frozen
-
-from torch.overrides import TorchFunctionMode as _TorchFunctionMode
 
 _TORCH_DIR = _os.path.dirname(torch.__file__) + _os.sep
 
@@ -1207,17 +1203,14 @@ torch.autograd._engine_run_backward = _engine_run_watched
 # grader's own work runs after the call returned (its reference steps, its measurement). A
 # saved-tensors hook entered and never exited runs inside every later backward, the grader's too;
 # so do a mode left on a stack, grad or anomaly mode, autocast, a thread count, gc switched off.
-# Read with functions bound here, before any submission code runs.
-
-import gc as _gc
+# Read with functions bound here, before any submission code runs (`_function_len`/`_function_pop`:
+# bound above, with the read-back counter's).
 
 _autograd_c = torch._C._autograd
 _top_saved_hooks = _autograd_c._top_saved_tensors_default_hooks
 _pop_saved_hooks = _autograd_c._pop_saved_tensors_default_hooks
 _saved_hooks_enabled = _autograd_c._saved_tensors_hooks_is_enabled
 _saved_hooks_enable = _autograd_c._saved_tensors_hooks_enable
-_function_len = torch._C._len_torch_function_stack
-_function_pop = torch._C._pop_torch_function_stack
 _grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
 _inference_enabled = torch.is_inference_mode_enabled
 _anomaly, _anomaly_nan, _set_anomaly = torch.is_anomaly_enabled, torch.is_anomaly_check_nan_enabled, torch.set_anomaly_enabled
