@@ -710,10 +710,14 @@ def step_marks(model):
 
 def graph_steps(t, marks, limit=50_000):
     """The marked steps (`step_marks`) whose loss the autograd graph of `t` still reaches."""
-    fn = getattr(t, "grad_fn", None)
-    if fn is None or not marks:
+    return graphs_steps([t], marks, limit)
+
+
+def graphs_steps(tensors, marks, limit=50_000):
+    """`graph_steps` over several tensors, each node walked once."""
+    if not marks:
         return set()
-    steps, seen, stack = set(), {}, [fn]
+    steps, seen, stack = set(), {}, [getattr(t, "grad_fn", None) for t in tensors]
     while stack and len(seen) < limit:
         f = stack.pop()
         if f is None or id(f) in seen:
@@ -928,7 +932,7 @@ class HostReads(_TorchFunctionMode):
                 for v in list(space.values()):
                     _collect(v, held, seen, 2)
         del frames, f
-        return _graphs_steps(held, self.marks)
+        return graphs_steps(held, self.marks)
 
     def _unseen(self, func, args, kwargs, table):
         """An aten op reached outside every torch function of the watched code."""
@@ -1107,25 +1111,6 @@ def _collect(v, out, seen, depth):
             seen.add(id(v))
             for x in list(d.values())[:4096]:
                 _collect(x, out, seen, depth - 1)
-
-
-def _graphs_steps(tensors, marks, limit=50_000):
-    """`graph_steps` over several tensors, each node walked once."""
-    steps, seen, stack = set(), {}, [getattr(t, "grad_fn", None) for t in tensors]
-    while stack and len(seen) < limit:
-        f = stack.pop()
-        if f is None or id(f) in seen:
-            continue
-        seen[id(f)] = f
-        try:
-            mark = marks.get(f._sequence_nr())
-        except (AttributeError, RuntimeError, TypeError):
-            mark = None
-        if mark is not None:
-            steps.add(mark)
-            continue
-        stack.extend(nf for nf, _ in f.next_functions)
-    return steps
 
 
 _BUFFERS = (_np.ndarray, bytearray, memoryview, bytes)
