@@ -763,6 +763,37 @@ fn every_run_is_judged_and_named() {
 }
 
 #[test]
+fn streams_are_named_by_what_sets_them_apart_and_alike_ones_said_once() {
+    let good = good();
+    // runs of several rounds share their last segment: each is named past the common prefix
+    let out = predicate_on(
+        "warmup",
+        ", min: 2",
+        &[("shapes.r0.base", &good), ("shapes.r1.base", &T::default())],
+        &[("off", 0.011), ("on", 0.021)],
+    );
+    assert!(!out.pass);
+    assert!(out.why.en.starts_with("r1.base: "), "{}", out.why.en);
+    // every run measured the same: said once, with the count
+    let out = predicate_on(
+        "synced",
+        "",
+        &[
+            ("shapes.r0.base", &good),
+            ("shapes.r1.base", &good),
+            ("shapes.r2.base", &good),
+        ],
+        &[("off", 0.011), ("on", 0.021)],
+    );
+    assert!(out.pass, "{}", out.why.en);
+    assert!(
+        out.measured.en.starts_with("each of 3 calls: "),
+        "{}",
+        out.measured.en
+    );
+}
+
+#[test]
 fn a_failed_probe_blocks_instead_of_explaining_twice() {
     let mut e = trace_evidence(&[("compare.run1", &T::default())], &[]);
     e.obs.probes.insert(

@@ -84,12 +84,31 @@ fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
     }
 }
 
-/// All streams pass → pass; otherwise the failing streams' reasons, each named.
+/// Bytes of the dotted segments every name shares at its start (`shapes.` of `shapes.r0.base` and
+/// `shapes.r1.small`; none of one name alone).
+fn common_prefix<'a>(mut names: impl Iterator<Item = &'a str>) -> usize {
+    let Some(first) = names.next() else { return 0 };
+    let mut keep = first.len();
+    for n in names {
+        keep = first
+            .bytes()
+            .zip(n.bytes())
+            .take(keep)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    first[..keep].rfind('.').map_or(0, |i| i + 1)
+}
+
+/// All streams pass → pass; otherwise the failing streams' reasons, each named by what sets it
+/// apart from the others (`r0.base` of `shapes.r0.base`, `shapes.r1.base`, …). Streams that all
+/// measured the same are said once, with their count.
 fn combine(outs: Vec<(&str, Outcome)>, bound: Text) -> Outcome {
     let many = outs.len() > 1;
+    let common = common_prefix(outs.iter().map(|(n, _)| *n));
     let tag = |name: &str, t: &Text| {
         if many {
-            let short = name.rsplit('.').next().unwrap_or(name);
+            let short = name.get(common..).filter(|s| !s.is_empty()).unwrap_or(name);
             text!(format!("{short}：{}", t.zh), format!("{short}: {}", t.en))
         } else {
             t.clone()
@@ -109,8 +128,17 @@ fn combine(outs: Vec<(&str, Outcome)>, bound: Text) -> Outcome {
                 .join("; "),
         )
     };
+    let alike = many && outs.windows(2).all(|w| w[0].1.measured == w[1].1.measured);
     let pass = outs.iter().all(|(_, o)| o.pass);
-    let measured = join(outs.iter().map(|(n, o)| tag(n, &o.measured)).collect());
+    let measured = if alike {
+        let (k, t) = (outs.len(), &outs[0].1.measured);
+        text!(
+            format!("{k} 次调用，每次：{}", t.zh),
+            format!("each of {k} calls: {}", t.en)
+        )
+    } else {
+        join(outs.iter().map(|(n, o)| tag(n, &o.measured)).collect())
+    };
     let why = if pass {
         outs.first().map(|(_, o)| o.why.clone()).unwrap_or_default()
     } else {
