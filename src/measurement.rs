@@ -13,7 +13,7 @@
 //!   `_ns` clock); `timer {clock: cuda_event, id}` recorded a CUDA event; `elapsed {a, b, v}` the
 //!   submission asked for the time between two recorded CUDA events.
 //! - `sync` the submission called the `sync()` it was given.
-//! - `step_undone {id, embedding, back, layers, grads, params}` a backward began at a step's loss
+//! - `step_undone {id, embedding, loss, ran, model_layers, back, grads, params}` a backward began at a step's loss
 //!   but missed part of it (the embedding, a layer, a parameter's gradient): that step stays a
 //!   stray forward; reports say what was missed.
 //! - `work` device work the grader queued outside any step (lesson 05: inputs still being copied
@@ -116,9 +116,14 @@ pub struct Measurement {
 pub struct Undone {
     /// It reached the embedding's output from the loss, in the same backward.
     pub embedding: bool,
-    /// Layers it went back through, of the layers the forward ran.
-    pub back: i64,
+    /// It began with a loss's gradient (positive at the model's loss; a cross-entropy's at the
+    /// logits), not that of `(logits * 0).sum()` or `logits.sum()`.
+    pub loss: bool,
+    /// Distinct layers (`attn`, `mlp`) of the model its forward ran, of the model's `layers`.
+    pub ran: i64,
     pub layers: i64,
+    /// Distinct layers it went back through.
+    pub back: i64,
     /// Parameters it gave a new gradient, of all the model's.
     pub grads: i64,
     pub params: i64,
@@ -269,8 +274,10 @@ impl Measurement {
                 "sync" => syncs.push(pos),
                 "step_undone" => undone.push(Undone {
                     embedding: e.fields.get("embedding").and_then(Value::as_bool) == Some(true),
+                    loss: e.fields.get("loss").and_then(Value::as_bool) != Some(false),
+                    ran: int(e.fields.get("ran")).unwrap_or(0),
+                    layers: int(e.fields.get("model_layers")).unwrap_or(0),
                     back: int(e.fields.get("back")).unwrap_or(0),
-                    layers: int(e.fields.get("layers")).unwrap_or(0),
                     grads: int(e.fields.get("grads")).unwrap_or(0),
                     params: int(e.fields.get("params")).unwrap_or(0),
                 }),

@@ -99,16 +99,19 @@ def _busy(ctx, fn, kind):
     """`fn` stamped on the grader's cost clock (wall time less run-queue wait): a `call {fn, c0,
     c1}` event when it returns. A timed window's seconds are the work the grader saw in it (these
     calls), not idle time the submission added after the last one (measurement.rs, `idle`)."""
-    cost = ctx.cost_clock
+    cost, sealed = ctx.cost_clock, ctx.lib.sealed
 
     def run():
-        c0 = cost()
-        try:
-            return fn()
-        finally:
-            c1 = cost()
-            ctx.event("call", fn=kind, c0=c0, c1=c1, g=ctx.overhead)
-            ctx.overhead += cost() - c1
+        # none of the submission's code runs inside (a hook, a finalizer: the collector is off
+        # until after the closing stamp, so a collection it provoked falls outside the call)
+        with sealed(ctx):
+            c0 = cost()
+            try:
+                return fn()
+            finally:
+                c1 = cost()
+                ctx.event("call", fn=kind, c0=c0, c1=c1, g=ctx.overhead)
+                ctx.overhead += cost() - c1
 
     return run
 
@@ -315,6 +318,8 @@ class Lesson:
 
         step, sync = _face(_busy(ctx, work, "step"), _busy(ctx, wait, "sync"))
 
+        sealed = ctx.lib.sealed
+
         def grader_block():  # the grader's own measurement of the same step: sync, one step each
             # never under state a submission's call left behind (a hook that slows the grader's
             # steps), nor with its garbage collected (a `__del__` of its objects) inside: the
@@ -326,7 +331,8 @@ class Lesson:
                 for _ in range(int(p["grader_repeats"])):
                     self.sync_device()
                     t0, c0 = ctx.clock(), _thread_time()
-                    work()
+                    with sealed(ctx):  # as the submission's step() runs it (`_busy`)
+                        work()
                     self.sync_device()
                     out.append((ctx.clock() - t0, _thread_time() - c0))
             finally:

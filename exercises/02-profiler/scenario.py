@@ -87,6 +87,7 @@ _PROFILES = {
 # linear, attention product and their gradients)
 MATMULS = frozenset({"aten::mm", "aten::addmm", "aten::bmm"})
 _lib = sys.modules.get("grade_lib")  # the driver loads lib.py before this module
+_sealed = _lib.sealed
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
 
@@ -424,9 +425,10 @@ class Lesson:
             k = next(ids)
             t0 = _now()
             ctx.event("step", id=k, active=bool(_enabled()))
-            model.zero_grad(set_to_none=True)
-            _, loss = model(batch["idx"], batch["targets"])
-            loss.backward()
+            with _sealed(ctx):  # none of the submission's code runs inside (a hook, a finalizer)
+                model.zero_grad(set_to_none=True)
+                _, loss = model(batch["idx"], batch["targets"])
+                loss.backward()
             t1 = _now()
             ctx.event("step_done", id=k)
             _watch.ran(k, None, t0, t1)
@@ -592,7 +594,8 @@ class Lesson:
                     # input is kept where the submission could reach it
                     ctx.event("step", id=k, variant=role, fp={"x": _fingerprint(x)}, active=active)
                     acc = []
-                    out = body(x, acc)
+                    with _sealed(ctx):  # none of the submission's code runs inside (a hook on x, …)
+                        out = body(x, acc)
                     t1 = _now()
                     if cuda:
                         _synchronize()

@@ -9,7 +9,7 @@
 //! group must agree. The report lists every row, so the verdict explains itself. `whose:` says
 //! whether the rows are the grader's sweep or the student's own (lesson 03 judges the answer
 //! against both: a law copied from the hints fails when the student's own sweep decides another
-//! law or has no rows; own rows that decide nothing contradict nothing and pass). With `less:`,
+//! law, decides none, or has no rows). With `less:`,
 //! each row's value is first reduced by a field of the row at the same point of another trace
 //! (lesson 03: the grader's tag of that row, drawn per row, part of an honest measurement but of
 //! no law); a row at a point that trace lacks is left out.
@@ -206,19 +206,9 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         ),
     };
     let Some(law) = fitted else {
-        if spec.whose == Whose::Student && !rows.is_empty() {
-            // rows of the student's own that decide no law (too few points, a wrong measurement
-            // caught elsewhere) contradict nothing: the grader's sweep decides
-            return Outcome::new(
-                true,
-                Text::same(answer),
-                bound,
-                text!(
-                    format!("{sweep_zh}无法确定 {value} 随 {axis} 的增长规律，以评分器的扫描为准：{table}"),
-                    format!("{sweep_en} does not decide how {value} grows with {axis}; the grader's sweep decides: {table}")
-                ),
-            );
-        }
+        // rows of the student's own that decide no law fail (issue 38): the answer must be read
+        // off a sweep of one's own, and rows that decide nothing (a wrong measurement, rows made
+        // up beside a law copied from the hints) are no sweep to read it from
         return Outcome::new(
             false,
             Text::same(answer),

@@ -636,14 +636,25 @@ fn no_whole_step(m: &Measurement) -> Text {
         zh.push("没有从 loss 一路反传到嵌入层".to_string());
         en.push("did not go from the loss back to the embedding".to_string());
     }
-    if u.back < u.layers || u.layers == 0 {
+    if !u.loss {
+        zh.push("开始时的梯度不是 loss 的梯度（例如 (logits * 0).sum() 或 logits.sum()：loss 要是交叉熵）".to_string());
+        en.push("began with no loss's gradient (`(logits * 0).sum()` or `logits.sum()`, say: the loss is the cross-entropy)".to_string());
+    }
+    if u.ran < u.layers {
+        zh.push(format!("前向只运行了模型 {} 层中的 {} 层", u.layers, u.ran));
+        en.push(format!(
+            "ran {} of the model's {} layers in the forward",
+            u.ran, u.layers
+        ));
+    }
+    if u.back < u.ran.min(u.layers) || u.layers == 0 {
         zh.push(format!(
             "只反传经过了前向中运行的 {} 层中的 {} 层",
-            u.layers, u.back
+            u.ran, u.back
         ));
         en.push(format!(
             "went back through {} of the {} layers the forward ran",
-            u.back, u.layers
+            u.back, u.ran
         ));
     }
     if u.grads < u.params {

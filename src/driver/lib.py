@@ -299,9 +299,13 @@ class StepObserver:
       contract lets the loss be computed outside) and reached the embedding's output in the same
       backward (the same graph task: two separate `autograd.grad` calls, one from the loss and one
       at the embedding, make no step);
-    - went back through every layer the forward ran (hooks on each `attn` / `mlp` output, or on
-      its recomputation inside a checkpoint): a blocks_fn whose output reaches the embedding
-      around the blocks (`out.detach() + (x - x.detach())`) backpropagates no block;
+    - ran every layer of the model in its forward, each of them, and went back through every one
+      (hooks on each `attn` / `mlp` output, or on its recomputation inside a checkpoint): a
+      blocks_fn that runs one layer, or whose output reaches the embedding around the blocks
+      (`out.detach() + (x - x.detach())`), backpropagates no whole model;
+    - began with a loss's gradient: at the model's loss a positive one; at the logits (no
+      targets) a cross-entropy's, each position's row summing to 0 with one negative entry (its
+      target's): `(logits * 0).sum()` or `logits.sum()` is no loss;
     - gave every parameter of the model a new gradient (a new `.grad` or one accumulated in
       place): `loss.backward(inputs=[x])` computes none.
 
@@ -324,26 +328,27 @@ class StepObserver:
         self.current = None  # the forward running now: {"layers", "wrapped"} (see _layer_ran)
         self.backward = None  # the step whose backward runs now (began at its loss)
 
-    def layer_ran(self):
+    def layer_ran(self, module):
         state = self.current
         if state is not None:
             state["layers"] += 1
+            state["ran"].add(id(module))
             if self.ctx.ckpt_depth:
                 state["wrapped"] += 1
         elif self.backward is not None:  # a checkpoint recomputing a layer during the backward
             self.backward["recomputed"] += 1
 
-    def layer_out(self, out):
+    def layer_out(self, module, out):
         """A layer returned `out`: its gradient arriving is that layer's backward."""
         if (self.current is None and self.backward is None) or not isinstance(out, torch.Tensor):
             return
         if out.requires_grad:
-            out.register_hook(self._layer_back)
+            out.register_hook(lambda grad, m=id(module): self._layer_back(m))
 
-    def _layer_back(self, grad):
+    def _layer_back(self, module):
         state = self.backward
         if state is not None:
-            state["back"] += 1
+            state["back"].add(module)
 
     def forward(self, model, idx, targets, blocks_fn):
         ctx = self.ctx
@@ -356,8 +361,10 @@ class StepObserver:
         inputs = {"idx": label(idx, self.batch["idx"]), "targets": label(targets, self.batch["targets"])}
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock())
         before = ctx.tally("ckpt")
-        state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False, "back": 0,
-                 "recomputed": 0, "done": False, "grads": None}
+        state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
+                 "ran": set(), "back": set(), "loss": True, "recomputed": 0, "done": False,
+                 "grads": None,
+                 "all": {id(m) for b in model.blocks for m in (b.attn, b.mlp)}}
         x = model.embed(idx)
         if grad and x.requires_grad:
 
@@ -393,10 +400,11 @@ class StepObserver:
         if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
             params = list(model.parameters())
 
-            def through_loss(g, state=state, rec=rec, params=params):
+            def through_loss(g, state=state, rec=rec, params=params, targets=targets):
                 if state["done"] or state["task"] is not None:
                     return  # one backward per step: the first that began at its loss
                 state["task"] = _graph_task_id()
+                state["loss"] = _a_loss_gradient(g, logits=targets is None)
                 # what each parameter's gradient is now: the backward must give each a new one
                 state["grads"] = [(p.grad, None if p.grad is None else p.grad._version) for p in params]
                 self.backward = state
@@ -422,11 +430,14 @@ class StepObserver:
         )
         state["grads"] = None
         ctx = self.ctx
-        whole = state["embedding"] and 0 < state["layers"] <= state["back"] and fresh == len(params)
+        every, ran, back = state["all"], state["ran"] & state["all"], state["back"] & state["all"]
+        whole = (state["embedding"] and state["loss"] and ran == every and back == every
+                 and fresh == len(params))
         if not whole:  # what it missed, for the report (measurement.rs)
             ctx.event(
-                "step_undone", id=state["id"], embedding=state["embedding"], back=state["back"],
-                layers=state["layers"], grads=fresh, params=len(params), t=ctx.clock(),
+                "step_undone", id=state["id"], embedding=state["embedding"], loss=state["loss"],
+                ran=len(ran), model_layers=len(every), back=len(back), grads=fresh,
+                params=len(params), t=ctx.clock(),
             )
             return
         variant = self.variant({**rec, "recomputed": state["recomputed"]})
@@ -437,14 +448,31 @@ def _layer_ran(module, args):
     """Forward pre-hook on every block's `attn` and `mlp` of an observed model (torch calls it)."""
     observer = _observer[0]
     if observer is not None:
-        observer.layer_ran()
+        observer.layer_ran(module)
 
 
 def _layer_out(module, args, out):
     """Forward hook on every block's `attn` and `mlp` of an observed model (torch calls it)."""
     observer = _observer[0]
     if observer is not None:
-        observer.layer_out(out)
+        observer.layer_out(module, out)
+
+
+def _a_loss_gradient(g, logits):
+    """Is `g`, arriving where a step's backward began, a loss's gradient? At the model's loss
+    (a scalar): positive. At the logits (the loss computed outside the model): a cross-entropy's,
+    softmax − one-hot up to a positive scale: every position's row sums to 0 and has exactly one
+    negative entry, its target's (a saturated softmax may leave a few rows without one)."""
+    with torch.no_grad():
+        if not logits:
+            return g.numel() == 1 and bool(g.reshape(()) > 0)
+        rows = g.reshape(-1, g.shape[-1]).float()
+        if rows.numel() == 0:
+            return False
+        neg = (rows < 0).sum(-1)
+        if bool((neg > 1).any()) or float((neg == 1).float().mean()) < 0.99:
+            return False
+        return bool((rows.sum(-1).abs() <= 1e-3 * rows.abs().sum(-1) + 1e-30).all())
 
 
 _graph_task_id = torch._C._current_graph_task_id  # which backward is running (-1: none)
@@ -1270,6 +1298,65 @@ def leftover_state(baseline=None):
                 except Exception:  # noqa: BLE001 - still reported (and failed) as left behind
                     pass
     return left
+
+
+class sealed:
+    """The body of a call the grader hands over (lesson 01's `step()`, lesson 02's steps): none of
+    the submission's code runs inside it (issue 38, round 4: a pack hook that sleeps only while
+    the grader's step runs, one that swaps the step's input after its fingerprint, a recording
+    switched on from inside the first step, a garbage cycle whose finalizer fires in it). While it
+    runs, what the submission set up around the call is set aside, not forbidden (it may profile
+    or time the call): saved-tensors hooks (the grader's identity pair on top, so the submission's
+    below are never called), global module hooks, a tensor subclass's `__torch_function__`, and
+    the garbage collector (off: no finalizer of the submission's runs). Modes on torch's stacks
+    are the grader's own (the read-back counter) or left behind (`leftover_state`).
+
+    A hook set up around the call is also named to the integrity gate (`ctx.tamper`): nothing a
+    lesson asks for needs one there, and code meant to run inside the grader's step is the
+    attempt, whether or not it was kept out."""
+
+    __slots__ = ("_ctx", "_gc", "_hooks", "_saved", "_subclass")
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+
+    def __enter__(self):
+        if _top_saved_hooks(False) is not None:
+            self._ctx.tamper("a saved-tensors hook around a call the grader handed over "
+                             "(its code would run inside the grader's step)")
+        if any(_module_hooks):
+            self._ctx.tamper("a global module hook around a call the grader handed over "
+                             "(its code would run inside the grader's step)")
+        self._gc = _gc_on()
+        _gc_disable()
+        self._hooks = [(d, dict(d)) for d in _module_hooks if d]
+        for d, _ in self._hooks:
+            d.clear()
+        self._saved = _saved_hooks(_same, _same)
+        self._saved.__enter__()
+        self._subclass = _no_subclass()
+        self._subclass.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._subclass.__exit__(*exc)
+            self._saved.__exit__(*exc)
+        finally:
+            for d, kept in self._hooks:
+                d.update(kept)
+            if self._gc:
+                _gc_enable()
+        return False
+
+
+def _same(t):
+    return t
+
+
+_gc_disable = _gc.disable
+_saved_hooks = torch.autograd.graph.saved_tensors_hooks
+_no_subclass = torch._C.DisableTorchFunctionSubclass
 
 
 # What torch or the submission may call directly (driver.py's `_forged`): the observed model's
