@@ -48,6 +48,7 @@ ledger.{adam,adam_again}.adam_step, grader.{adam,sgd,adam_again}.{activations,pe
 calls.empty_cache (torch.cuda.empty_cache() calls while the submission ran, counted on CPU too).
 Tensors: ledger/{adam,sgd}/{loss,logits,grad/<param>,update/<param>}.
 """
+import functools
 import gc
 import random
 import weakref
@@ -72,7 +73,39 @@ _Adam, _SGD = torch.optim.Adam, torch.optim.SGD
 ProbeFailed = Exception  # replaced by the driver's class before anything runs
 
 
-def _tagged(tag, inner=None):
+# Drawn per grading from a secret of this process, not from the seed (which torch hands back:
+# `torch.initial_seed()`): the tags' and pads' sizes. The grader's own rows (before the submission
+# is imported) and the submission's calls draw from it alike; reproducibility is unharmed, since no
+# verdict depends on the sizes, only on the submission measuring them.
+_SECRET = random.SystemRandom().getrandbits(64)
+# the pads of the forward running now: (extra elements before each block, before the head)
+_PADS = [None]
+
+
+def _padded(x, extra):
+    """`x`'s values in a fresh tensor that is a view of a storage `extra` elements longer: what
+    autograd saves of it (a LayerNorm's input) keeps the whole storage. Values and gradients are
+    unchanged to the bit (a copy)."""
+    buf = torch.empty(x.numel() + extra, dtype=x.dtype, device=x.device)
+    return buf[: x.numel()].view(x.shape).copy_(x)
+
+
+def _pad_input(i, module, args):
+    """Forward pre-hook on block `i` of every model the lesson makes: while a tagged forward runs,
+    the block's input is padded (`_padded`) by that forward's drawn extra for block `i`."""
+    pads = _PADS[0]
+    if pads is None or i >= len(pads) - 1 or not args or not isinstance(args[0], torch.Tensor):
+        return None
+    return (_padded(args[0], pads[i]),) + tuple(args[1:])
+
+
+def _pad_blocks(model):
+    for i, block in enumerate(model.blocks):
+        block.register_forward_pre_hook(functools.partial(_pad_input, i))
+    return model
+
+
+def _tagged(tag, pads, inner=None):
     """A `blocks_fn` that multiplies the embedding's output by `tag`, a float32 view of ones, and
     runs the blocks (`inner`, the submission's own or the plain loop) on the product: values and
     gradients are unchanged to the bit, and autograd saves `tag` for backward, so its storage
@@ -80,11 +113,23 @@ def _tagged(tag, inner=None):
     measured, never computed from a closed form. The product is made here, before any code of the
     submission's runs, and only that plain tensor is handed over: the submission's objects never
     meet the tag (a `__mul__` or `__torch_function__` of an object its `blocks_fn` returns sees
-    nothing), only a `saved_tensors_hooks` measurement does."""
+    nothing), only a `saved_tensors_hooks` measurement does.
+
+    Round 4 of the red team priced the tag alone (the one (d_model,) float32 tensor saved that is
+    no parameter) and TinyGPT's closed form for the rest. So the model's own activations are drawn
+    too: every block's input and the blocks' output (each saved by a LayerNorm) are copied into a
+    storage longer by a drawn number of elements (`pads`: one per block, one before the head;
+    `_pad_input`), so the honest bytes differ from the closed form in every saved block input:
+    only summing the storages autograd saved gives them."""
     inner = inner or _plain_blocks
 
     def blocks_fn(blocks, x):
-        return inner(blocks, x * tag)
+        outer, _PADS[0] = _PADS[0], pads
+        try:
+            h = inner(blocks, x * tag)
+        finally:
+            _PADS[0] = outer
+        return _padded(h, pads[-1]) if isinstance(h, torch.Tensor) else h
 
     return blocks_fn
 
@@ -134,7 +179,7 @@ class Watched(object):
             b, t = -1, -1  # not a (B, T) tensor: the forward fails on its own
         ctx.event("shape", batch=b, seq_len=t, case=bool(self.on_case(model, idx, targets)))
         tag = self.setup.tag(self.call, b, t)
-        out = self.base.forward(model, idx, targets, _tagged(tag, blocks_fn))
+        out = self.base.forward(model, idx, targets, _tagged(tag, self.setup.pads(self.call, b, t), blocks_fn))
         if self.first is None:
             self.first = out
         return out  # model(idx) without targets: the observer takes the logits for the loss
@@ -188,7 +233,7 @@ class Setup:
         #   no other);
         # - the repeated Adam ledger's case: another batch size and sequence length than the
         #   first (≤ it, so it costs less), with tokens of its own, so a cached number is wrong.
-        tags = random.Random(ctx.seed * 7_919 + 38)
+        tags = random.Random(f"{_SECRET}/tags")
         b0, t0 = (int(n) for n in self.batch["idx"].shape)
         self.again_shape = (
             tags.choice([b for b in (1, 2, 3) if b != b0]),
@@ -203,8 +248,14 @@ class Setup:
         (a shape no row has, too: drawn from the seed, the call and the shape)."""
         key = (call, int(b), int(t))
         if key not in self.tag_extra:
-            self.tag_extra[key] = random.Random(f"{self.ctx.seed}/{call}/{b}/{t}").randrange(1, 1 << 10)
+            self.tag_extra[key] = random.Random(f"{_SECRET}/{call}/{b}/{t}").randrange(1, 1 << 10)
         return self.tag_extra[key]
+
+    def pads(self, call, b, t):
+        """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy each
+        block's input and the blocks' output into (`_tagged`), one per block and one more."""
+        draw = random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/pads")
+        return [draw.randrange(1, 1 << 10) for _ in range(self.cfg.n_blocks + 1)]
 
     def tag(self, call, b, t):
         """A fresh tag for the forwards of call `call` at shape (b, t): a (d_model,) view of ones
@@ -214,7 +265,9 @@ class Setup:
         return torch.ones(d + self._extra(call, b, t), device=self.device)[:d]
 
     def tag_bytes(self, call, b, t):
-        return 4 * (self.cfg.d_model + self._extra(call, b, t))
+        """The bytes the grader's draws add to (b, t)'s honest activations: the tag's storage and
+        the pads (float32 elements) beyond what each padded tensor itself needs."""
+        return 4 * (self.cfg.d_model + self._extra(call, b, t) + sum(self.pads(call, b, t)))
 
     def again_batch(self):
         """The repeated Adam ledger's batch: drawn from the seed, shaped `again_shape`."""
@@ -250,11 +303,11 @@ def _grader_ledger(setup, name, batch, call):
     forward saves call `call`'s tag, as the submission's observed model does in that call."""
     model = TinyGPT(setup.cfg)
     model.load_state_dict(setup.weights, strict=True)
-    model = model.to(setup.device).train()
+    model = _pad_blocks(model.to(setup.device).train())
     opt = setup.optimizer(name, model)
     cuda = setup.device.type == "cuda"
     b, t = (int(n) for n in batch["idx"].shape)
-    blocks_fn = _tagged(setup.tag(call, b, t))
+    blocks_fn = _tagged(setup.tag(call, b, t), setup.pads(call, b, t))
     if cuda:
         gc.collect()
         _synchronize()
@@ -324,7 +377,7 @@ class Lesson:
         the batch; `observer` (a `Watched`) keeps the grader's own, to tell the case's steps."""
         lib = self.ctx.lib
         obs = observer or lib.StepObserver(self.ctx, self.batch)
-        model = lib.observed_model(self.ctx, self.setup.cfg, self.setup.weights, self.device, obs)
+        model = _pad_blocks(lib.observed_model(self.ctx, self.setup.cfg, self.setup.weights, self.device, obs))
         opt = self.setup.optimizer(name, model)
         if batch is None:
             batch = self.batch
