@@ -105,6 +105,41 @@ def _pad_blocks(model):
     return model
 
 
+# The parameter of the forward running now that gets no gradient (id -> True), and the observer
+# told so (`_drop_grad`)
+_DROPPING = {}
+_DROP_TOLD = [None]
+
+
+def _drop_grad(p):
+    """Post-accumulate-grad hook on every parameter of every model the lesson makes: the one
+    parameter drawn for the running row (`Setup.dropped`) has its gradient taken away once it is
+    accumulated, so `.grad` is None after the backward and the optimizer makes no state for it.
+    Grads and optimizer state then differ from the parameters' bytes by a drawn amount, read
+    only after the step (a formula of the shapes, before it, is wrong)."""
+    if _DROPPING.get(id(p)) is not None:  # every backward of the row (a second one too)
+        p.grad = None
+        told = _DROP_TOLD[0]
+        if told is not None:
+            told.dropped.add(id(p))
+
+
+def _drop_hooks(model):
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(_drop_grad)
+    return model
+
+
+def _drop_next(model, k, observer=None):
+    """Parameter `k` of `model` (or none when k is None) loses its gradient in the next backward."""
+    _DROPPING.clear()
+    _DROP_TOLD[0] = observer
+    if k is not None:
+        params = list(model.parameters())
+        if 0 <= k < len(params):
+            _DROPPING[id(params[k])] = True
+
+
 def _tagged(tag, pads, inner=None):
     """A `blocks_fn` that multiplies the embedding's output by `tag`, a float32 view of ones, and
     runs the blocks (`inner`, the submission's own or the plain loop) on the product: values and
@@ -179,6 +214,7 @@ class Watched(object):
             b, t = -1, -1  # not a (B, T) tensor: the forward fails on its own
         ctx.event("shape", batch=b, seq_len=t, case=bool(self.on_case(model, idx, targets)))
         tag = self.setup.tag(self.call, b, t)
+        _drop_next(model, self.setup.dropped(self.call, b, t), self.base)
         out = self.base.forward(model, idx, targets, _tagged(tag, self.setup.pads(self.call, b, t), blocks_fn))
         if self.first is None:
             self.first = out
@@ -223,6 +259,8 @@ class Setup:
         }
         # the sweep's optimizer is picked per run from the seed; the single ledgers use both
         self.sweep_optimizer = OPTIMIZERS[ctx.seed % 2]
+        with torch.device("meta"):  # the parameters' sizes, in `model.parameters()` order
+            self.param_numels = [p.numel() for p in TinyGPT(self.cfg).parameters()]
         # drawn per grading, per row, out of the submission's reach (issue 38: a number is
         # believed only when the grader saw the work that made it, in the same call):
         # - each row's tag: the storage (float32 elements beyond d_model) of the tensor of the
@@ -233,11 +271,12 @@ class Setup:
         #   no other);
         # - the repeated Adam ledger's case: another batch size and sequence length than the
         #   first (≤ it, so it costs less), with tokens of its own, so a cached number is wrong.
-        tags = random.Random(f"{_SECRET}/tags")
+        shapes = random.Random(ctx.seed * 7_919 + 38)  # the shape: the seed's (the case shows it)
+        tags = random.Random(f"{_SECRET}/tags")  # the sizes: the process's secret
         b0, t0 = (int(n) for n in self.batch["idx"].shape)
         self.again_shape = (
-            tags.choice([b for b in (1, 2, 3) if b != b0]),
-            tags.choice([t for t in (16, 24, 32, 40, 48, 56) if t != t0]),
+            shapes.choice([b for b in (1, 2, 3) if b != b0]),
+            shapes.choice([t for t in (16, 24, 32, 40, 48, 56) if t != t0]),
         )
         rows = [("ledger.adam", b0, t0), ("ledger.sgd", b0, t0), ("ledger.adam_again", *self.again_shape)]
         rows += [("sweep.student", b, t) for b, t in self.grid()]
@@ -250,6 +289,22 @@ class Setup:
         if key not in self.tag_extra:
             self.tag_extra[key] = random.Random(f"{_SECRET}/{call}/{b}/{t}").randrange(1, 1 << 10)
         return self.tag_extra[key]
+
+    def dropped(self, call, b, t):
+        """The index (in `model.parameters()` order) of the parameter that gets no gradient in
+        call `call`'s steps at (b, t): drawn per row for the repeated ledger and the sweep (the
+        first Adam and SGD ledgers are the libtorch reference's steps: every parameter trained)."""
+        if call not in ("ledger.adam_again", "sweep.student"):
+            return None
+        return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/drop").randrange(len(self.param_numels))
+
+    def dropped_bytes(self, call, b, t, optimizer):
+        """(grad bytes, optimizer-state bytes) the dropped parameter of that row does not have."""
+        k = self.dropped(call, b, t)
+        if k is None:
+            return 0, 0
+        n = 4 * self.param_numels[k]
+        return n, (2 * n + 4 if optimizer == "adam" else n)
 
     def pads(self, call, b, t):
         """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy each
@@ -303,7 +358,7 @@ def _grader_ledger(setup, name, batch, call):
     forward saves call `call`'s tag, as the submission's observed model does in that call."""
     model = TinyGPT(setup.cfg)
     model.load_state_dict(setup.weights, strict=True)
-    model = _pad_blocks(model.to(setup.device).train())
+    model = _drop_hooks(_pad_blocks(model.to(setup.device).train()))
     opt = setup.optimizer(name, model)
     cuda = setup.device.type == "cuda"
     b, t = (int(n) for n in batch["idx"].shape)
@@ -312,6 +367,7 @@ def _grader_ledger(setup, name, batch, call):
         gc.collect()
         _synchronize()
         _reset_peak()
+    _drop_next(model, setup.dropped(call, b, t))
     (_, loss), activations = setup.ctx.lib.saved_bytes(
         model, lambda: model(batch["idx"], batch["targets"], blocks_fn=blocks_fn))
     loss.backward()
@@ -321,7 +377,10 @@ def _grader_ledger(setup, name, batch, call):
         _synchronize()
         peak = _max_allocated()
     return {"e": "ledger", "batch": b, "seq_len": t, "optimizer": name,
-            "activations": int(activations), "tag": setup.tag_bytes(call, b, t), "peak": peak}
+            "activations": int(activations), "tag": setup.tag_bytes(call, b, t), "peak": peak,
+            # what the row's parameter without a gradient takes off the grads and optimizer state
+            # the grader computes from the model's shape (Rust, `ledger.rs`)
+            **dict(zip(("dropped_grad", "dropped_state"), setup.dropped_bytes(call, b, t, name)))}
 
 
 def before_submission(ctx):
@@ -377,7 +436,8 @@ class Lesson:
         the batch; `observer` (a `Watched`) keeps the grader's own, to tell the case's steps."""
         lib = self.ctx.lib
         obs = observer or lib.StepObserver(self.ctx, self.batch)
-        model = _pad_blocks(lib.observed_model(self.ctx, self.setup.cfg, self.setup.weights, self.device, obs))
+        model = _drop_hooks(_pad_blocks(
+            lib.observed_model(self.ctx, self.setup.cfg, self.setup.weights, self.device, obs)))
         opt = self.setup.optimizer(name, model)
         if batch is None:
             batch = self.batch

@@ -145,10 +145,15 @@ fn at(row: &Event) -> String {
 fn expected(env: &Env, truth: &Event, entry: &str) -> Result<i64, String> {
     let cfg = &env.exercise.model;
     match entry {
-        "params" | "grads" => Ok(param_bytes(cfg).0),
+        "params" => Ok(param_bytes(cfg).0),
+        // less what the row's drawn parameter without a gradient does not have (lesson 03: the
+        // repeated ledger and the sweep; 0 where no parameter was drawn)
+        "grads" => Ok(param_bytes(cfg).0 - int(truth, "dropped_grad").unwrap_or(0)),
         "optimizer_state" => {
             let opt = truth.field_str("optimizer").unwrap_or("?");
-            optimizer_state_bytes(cfg, opt).ok_or(format!("unknown optimizer `{opt}`"))
+            optimizer_state_bytes(cfg, opt)
+                .map(|b| b - int(truth, "dropped_state").unwrap_or(0))
+                .ok_or(format!("unknown optimizer `{opt}`"))
         }
         _ => int(truth, entry).ok_or(format!("the grader's row has no `{entry}`")),
     }

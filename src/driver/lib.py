@@ -327,6 +327,9 @@ class StepObserver:
         self.next_id = 0
         self.current = None  # the forward running now: {"layers", "wrapped"} (see _layer_ran)
         self.backward = None  # the step whose backward runs now (began at its loss)
+        # ids of parameters whose gradient the lesson itself took away in the running backward
+        # (lesson 03's drawn parameter without a gradient): they count as given a new one
+        self.dropped = set()
 
     def layer_ran(self, module):
         state = self.current
@@ -424,9 +427,10 @@ class StepObserver:
         if self.backward is state:
             self.backward = None
         state["done"] = True
+        dropped, self.dropped = self.dropped, set()
         fresh = sum(
             1 for p, (g0, v0) in zip(params, state["grads"])
-            if p.grad is not None and (p.grad is not g0 or p.grad._version != v0)
+            if (p.grad is not None and (p.grad is not g0 or p.grad._version != v0)) or id(p) in dropped
         )
         state["grads"] = None
         ctx = self.ctx

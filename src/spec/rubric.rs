@@ -36,7 +36,9 @@ pub struct Criterion {
     /// `band: true`: a sanity band on real-device timings. It must pass every correct submission
     /// on a loaded machine, but on a submission already wrong elsewhere whose error is a small
     /// factor on a real timing, whether it also fails is the machine's load: `grade check` holds
-    /// it to a fixture only where expected.yaml lists it (see `selftest::expected`).
+    /// it to a fixture only where expected.yaml lists it (see `selftest::expected`). Lesson 03's
+    /// growth law is one too, by data rather than load: rows already wrong elsewhere may still
+    /// decide the right law at one drawn model shape and decide none at another.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub band: bool,
     /// `gate: true`: the lesson's gate (the course's Python was kept and the grader's instruments
