@@ -54,6 +54,66 @@ pub struct Observations {
     /// kept even when the run crashed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<Value>,
+    /// Where the driver's time went (`["timings", …]`, sent just before `END`): evidence of
+    /// what a grading costs, never read by a criterion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<DriverTimings>,
+}
+
+/// The driver's stages, in the order they ran, in seconds (its own clock, `time.perf_counter`);
+/// each stage begins where the one before ended.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct DriverTimings {
+    /// CLOCK_MONOTONIC seconds when the driver began (`run_job`'s first line): with the grader's
+    /// own start of the process, the interpreter's start-up.
+    #[serde(default)]
+    pub t0: f64,
+    /// The job read; numpy, safetensors, RestrictedPython and torch imported.
+    #[serde(default)]
+    pub imports_s: f64,
+    /// The results channel, the instruments, `lib.py` and the scenario loaded.
+    #[serde(default)]
+    pub setup_s: f64,
+    /// The scenario's `before_submission` hook (the grader's own measurements) and a collection.
+    #[serde(default)]
+    pub before_submission_s: f64,
+    /// The course's Python loaded, the submission compiled under it, the static audit, the watch.
+    #[serde(default)]
+    pub audit_s: f64,
+    /// The `load` probe: the submission's own import.
+    #[serde(default)]
+    pub import_s: f64,
+    /// The scenario's probes after the import.
+    #[serde(default)]
+    pub scenario_s: f64,
+    /// The instruments verified one last time.
+    #[serde(default)]
+    pub end_check_s: f64,
+    /// Every probe as it ran (those of `before_submission` too), in order.
+    #[serde(default)]
+    pub probes: Vec<ProbeTiming>,
+    /// Seconds spent making and sending records (the recorder's gate, encoding, the pipe), in
+    /// all stages.
+    #[serde(default)]
+    pub channel_s: f64,
+    /// Seconds of the cost clock spent recording stamped events (`Ctx.overhead`: clock reads,
+    /// handed-over calls), part of `channel_s`.
+    #[serde(default)]
+    pub recording_s: f64,
+    /// Seconds from the driver's start to this record.
+    #[serde(default)]
+    pub end_s: f64,
+}
+
+/// One probe's time: when it began (seconds since the driver began), how long it took, and how
+/// much of that went to recording.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct ProbeTiming {
+    pub name: String,
+    pub start_s: f64,
+    pub seconds: f64,
+    #[serde(default)]
+    pub channel_s: f64,
 }
 
 /// Why a value is absent, and the probe whose failure blocked it (reported once, not per criterion).

@@ -7,7 +7,7 @@ use crate::device::Device;
 use crate::error::GradeError;
 use crate::notebook::{self, Notebook};
 use crate::observations::Evidence;
-use crate::report::{Report, Summary};
+use crate::report::{Report, Summary, Timings};
 use crate::runner::{Executor, RunRequest};
 use crate::spec::{Exercise, Rubric};
 use crate::{reference, text, workload};
@@ -77,6 +77,14 @@ pub fn grade(
     req: &GradeRequest,
     executor: &dyn Executor,
 ) -> Result<Report, GradeError> {
+    let started = std::time::Instant::now();
+    let mut lap = started;
+    let mut lap_s = || {
+        let now = std::time::Instant::now();
+        let s = now.duration_since(lap).as_secs_f64();
+        lap = now;
+        s
+    };
     // 1. spec: what to run and how to judge it (read at run time, validated)
     let Spec {
         mut exercise,
@@ -91,10 +99,12 @@ pub fn grade(
     }
     // a notebook runs as the module of its code cells (texts naming its lines say `cell N, line M`)
     let prepared = notebook::Prepared::new(&req.submission)?;
+    let spec_s = lap_s();
     // 2. workload: weights and inputs from a seed the submission cannot predict
     let seed = req.seed.unwrap_or_else(|| rand::random::<u32>() as u64);
     exercise.model = exercise.model_for(seed); // a shape drawn per seed where exercise.yaml asks
     let work = workload::generate(&exercise.model, seed);
+    let workload_s = lap_s();
     // 3. run the submission under the driver, on a leash
     let mut run = executor.execute(&RunRequest {
         exercise: &exercise,
@@ -105,6 +115,7 @@ pub fn grade(
         course_path: course.package_path(),
         trusted: req.trusted,
     })?;
+    lap_s();
     if let (Some(path), Some(obs)) = (&req.dump_observations, &run.obs) {
         let json = serde_json::to_string_pretty(obs).map_err(anyhow::Error::from)?;
         std::fs::write(path, json)
@@ -118,6 +129,7 @@ pub fn grade(
         answer.extend(reference::updates(&work.weights, &answer, lr));
     }
     tensors.extend(answer);
+    let reference_s = lap_s();
     let mut obs = run.obs.unwrap_or_default();
     obs.audit = obs.audit.take().or(run.audit.take()); // kept when the run crashed
     checks::audit::merge_runtime(&mut obs); // threads the submission started, found as it ran
@@ -139,6 +151,20 @@ pub fn grade(
         req.device,
     );
     let failed_probe = evidence.obs.probes.values().any(|p| !p.ok);
+    let driver = evidence.obs.timings.clone();
+    let timings = Timings {
+        spec_s,
+        workload_s,
+        stage_s: run.stage_s,
+        run_s: run.wall_s,
+        interpreter_s: driver.as_ref().map(|d| d.t0 - run.started),
+        exit_s: driver
+            .as_ref()
+            .map(|d| run.started + run.wall_s - (d.t0 + d.end_s)),
+        driver,
+        reference_s,
+        ..Timings::default()
+    };
     let mut report = Report {
         exercise: exercise.id.clone(),
         title: exercise.title.clone(),
@@ -162,6 +188,7 @@ pub fn grade(
         sandbox_gaps: run.sandbox_gaps,
         notes: Vec::new(),
         evidence: crate::evidence::Observed::of(&evidence.obs).with_params(&exercise.params),
+        timings,
     };
     // a criterion whose points need others (`requires:`) says so when it passed alone
     let passed: std::collections::BTreeSet<&str> = report
@@ -216,6 +243,8 @@ pub fn grade(
     if let Some((nb, _)) = &prepared.notebook {
         annotate(nb, &mut report, &req.submission);
     }
+    report.timings.checks_s = lap_s();
+    report.timings.total_s = started.elapsed().as_secs_f64();
     Ok(report)
 }
 

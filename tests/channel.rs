@@ -51,6 +51,26 @@ fn records_assemble_into_observations() {
 }
 
 #[test]
+fn the_drivers_timings_are_kept_as_sent() {
+    let b = stream(
+        &[
+            r#"["probe","load",null]"#,
+            r#"["probe","load",{"ok":true,"error":null,"seconds":0.1}]"#,
+            r#"["timings",{"t0":100.5,"imports_s":1.25,"import_s":0.1,"probes":[{"name":"load","start_s":1.5,"seconds":0.1,"channel_s":0.01}],"channel_s":0.02,"recording_s":0.0,"end_s":2.0}]"#,
+        ],
+        Some(3),
+    );
+    let t = parse(&b, NONCE).unwrap().unwrap().obs.timings.unwrap();
+    assert_eq!((t.t0, t.imports_s, t.end_s), (100.5, 1.25, 2.0));
+    assert_eq!(t.probes[0].name, "load");
+    assert_eq!(t.probes[0].start_s, 1.5);
+    assert_eq!(t.setup_s, 0.0, "a stage not sent is 0");
+    // no timings (an older driver, a run cut short before them): none, and nothing else changes
+    let b = stream(&[r#"["metric","a",1]"#], Some(1));
+    assert!(parse(&b, NONCE).unwrap().unwrap().obs.timings.is_none());
+}
+
+#[test]
 fn nothing_at_all_and_a_run_cut_short() {
     assert!(parse(b"", NONCE).unwrap().is_none());
     // the audit arrived, then the run died: kept, incomplete
@@ -73,7 +93,7 @@ fn nothing_at_all_and_a_run_cut_short() {
 
 #[test]
 fn anything_written_twice_or_after_the_end_is_tampering() {
-    let cases: [(&[&str], Option<usize>, &str, &str); 7] = [
+    let cases: [(&[&str], Option<usize>, &str, &str); 8] = [
         (
             &[r#"["metric","a",1]"#, r#"["metric","a",2]"#],
             Some(2),
@@ -111,6 +131,12 @@ fn anything_written_twice_or_after_the_end_is_tampering() {
             "bytes after the end",
         ),
         (&[r#"["nonsense"]"#], Some(1), "", "unknown record"),
+        (
+            &[r#"["timings",{"t0":1}]"#, r#"["timings",{"t0":2}]"#],
+            Some(2),
+            "",
+            "the timings written twice",
+        ),
     ];
     for (records, end, extra, why) in cases {
         let mut b = stream(records, end);

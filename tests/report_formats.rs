@@ -1,7 +1,7 @@
 //! The exporters: one report, three formats; colour only when asked; both languages.
 use grade::checks::{Status, Verdict};
 use grade::i18n::{Lang, Text};
-use grade::report::{exporter, exporter_with, Format, Report, Summary};
+use grade::report::{exporter, exporter_with, Format, Report, Summary, Timings};
 
 fn report() -> Report {
     let verdict = |id: &str, status, why: &str| Verdict {
@@ -49,6 +49,13 @@ fn report() -> Report {
         sandbox_gaps: vec![Text::new("没有 Landlock", "no Landlock here")],
         notes: vec![],
         evidence: Default::default(),
+        timings: Timings {
+            run_s: 4.2,
+            interpreter_s: Some(0.05),
+            reference_s: 0.1,
+            total_s: 4.4,
+            ..Default::default()
+        },
     }
 }
 
@@ -163,5 +170,17 @@ fn json_and_yaml_carry_the_whole_report() {
         assert_eq!(doc["verdicts"][1]["why"]["en"], "because bad");
         assert_eq!(doc["verdicts"][1]["why"]["zh"], "原因 bad");
         assert_eq!(doc["seed"], 7);
+        // where the time went: evidence for scripts/bench-grading, in the machine formats only
+        assert_eq!(doc["timings"]["run_s"], 4.2);
+        assert_eq!(doc["timings"]["interpreter_s"], 0.05);
+        assert_eq!(doc["timings"]["total_s"], 4.4);
+        assert!(doc["timings"]["driver"].is_null());
+    }
+    for verbose in [false, true] {
+        let table = exporter_with(Format::Table, false, verbose).render(&r, Lang::En);
+        assert!(
+            !table.contains("interpreter"),
+            "no timings in the table:\n{table}"
+        );
     }
 }

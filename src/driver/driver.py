@@ -22,6 +22,9 @@ import traceback
 ENV_BROKEN = 4  # exit status: torch/safetensors/numpy missing (reported as "could not grade")
 _perf_counter = time.perf_counter  # the driver's own clock, captured before any student code
 _T0 = _perf_counter()
+# the clock the grader (Rust's `Instant`) starts the run on: where the driver's stage timings begin
+_clock_gettime, _CLOCK_MONOTONIC = time.clock_gettime, time.CLOCK_MONOTONIC
+_T0_MONO = _clock_gettime(_CLOCK_MONOTONIC)
 _os_open, _os_read, _os_close, _os_write = os.open, os.read, os.close, os.write
 _json_dumps = json.dumps  # the recorder calls what it bound here, never a module attribute
 _SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting on a run queue, timeslices
@@ -68,6 +71,8 @@ class _Channel:
                                                      ["tick", name] (an instrument was called),
                                                      ["tally", name, n] (its count read: n calls)
         T <bytes>\n<safetensors>                     one named tensor
+        J ... ["timings", {...}]                     just before END: where the driver's time went
+                                                     (evidence for `timings` in the report, no criterion)
         END <records> <driver seconds>\n             last: how many records came before
 
     A key, trace name, tensor or probe end written twice, bytes after `END`, a count that does
@@ -79,6 +84,7 @@ class _Channel:
 
         self.fd = fd
         self.sent = 0
+        self.spent = 0.0  # seconds spent making and sending records (gate, encoding, writes)
         self._put(b"GRADE-RESULTS 2 %s\n" % nonce.encode())
 
     def _put(self, data):
@@ -106,11 +112,15 @@ class _Channel:
         return b"J %d\n" % len(data) + data
 
     def record(self, *rec):
+        t = _perf_counter()
         self._send(self._encode(rec))
+        self.spent += _perf_counter() - t
 
     def tensor(self, name, t):
+        t0 = _perf_counter()
         blob = _safetensors_save({name: t})
         self._send(b"T %d\n" % len(blob) + blob)
+        self.spent += _perf_counter() - t0
 
     def record_ungated(self, *rec):
         """Send a record the grader itself decided on below the recorder's gate (`_forged`):
@@ -204,6 +214,10 @@ class Ctx:
         # `timer`, a handed-over call's `call`) outside the calls: carried as `g` on each, so a
         # window's time of the submission's own leaves the grader's writing out (measurement.rs)
         self.overhead = 0.0
+        # where the driver's time went (seconds; `timings` record, sent by write()): its stages in
+        # order, and each probe's start (since the driver began), length and recording time
+        self.stage_s = {}
+        self.probe_times = []
 
     # -- observations -------------------------------------------------------------------------
     @property
@@ -268,7 +282,12 @@ class Ctx:
 
     # -- output -------------------------------------------------------------------------------
     def write(self):
-        """Close the channel: `END` with the number of records sent."""
+        """Close the channel: the driver's timings, then `END` with the number of records sent."""
+        self._channel.record("timings", {
+            "t0": _T0_MONO, **self.stage_s, "probes": self.probe_times,
+            "channel_s": self._channel.spent, "recording_s": self.overhead,
+            "end_s": _perf_counter() - _T0,
+        })
         self._channel.close(_perf_counter() - _T0)
 
 
@@ -336,6 +355,7 @@ class _Probe:
         if self.ctx.watch is not None:
             self.ctx.watch.check(f"before probe {self.name}")
         self.start = _perf_counter()
+        self.channel0 = self.ctx._channel.spent
         self.ctx.current_probe = self.name
         self.ctx.probes[self.name] = {"ok": False, "error": "did not finish", "seconds": None}
         self.ctx._channel.record("probe", self.name, None)  # started
@@ -344,6 +364,10 @@ class _Probe:
     def __exit__(self, etype, exc, tb):
         rec = self.ctx.probes[self.name]
         rec["seconds"] = _perf_counter() - self.start
+        self.ctx.probe_times.append({
+            "name": self.name, "start_s": self.start - _T0, "seconds": rec["seconds"],
+            "channel_s": self.ctx._channel.spent - self.channel0,
+        })
         if self.ctx.watch is not None:
             self.ctx.watch.check(f"after probe {self.name}")
         self.ctx.trace = None
@@ -876,8 +900,8 @@ def main():
 def run_job(job_path, nonce):
     """Grade one job; never returns (os._exit). Called by main() in a fresh interpreter, or by
     zygote.py in a child forked from a warm one (torch already imported)."""
-    global _T0
-    _T0 = _perf_counter()
+    global _T0, _T0_MONO
+    _T0, _T0_MONO = _perf_counter(), _clock_gettime(_CLOCK_MONOTONIC)
     with open(job_path) as f:
         job = json.load(f)
     sys.path.insert(0, job["course_path"])
@@ -892,7 +916,14 @@ def run_job(job_path, nonce):
         sys.stderr.flush()
         os._exit(ENV_BROKEN)
     open(os.path.join(job["out_dir"], "env-ok"), "w").close()
+    stage_s, lap = {}, [_perf_counter()]
 
+    def stage(name):  # the seconds since the last stage ended, as `name` (the `timings` record)
+        now = _perf_counter()
+        stage_s[name] = now - lap[0]
+        lap[0] = now
+
+    stage_s["imports_s"] = lap[0] - _T0
     torch.set_num_threads(int(job.get("threads", 1)))
     torch.manual_seed(job["seed"])
     global _ctx, _TORCH_DIR, _TORCH_BENCHMARK, _TORCH_CONTEXTLIB
@@ -900,6 +931,7 @@ def run_job(job_path, nonce):
     _TORCH_BENCHMARK = os.path.join(_TORCH_DIR, "utils", "benchmark") + os.sep
     _TORCH_CONTEXTLIB = os.path.join(_TORCH_DIR, "utils", "_contextlib.py")
     ctx = _ctx = Ctx(job, nonce, _Channel(job["results_fd"], nonce))
+    ctx.stage_s = stage_s
     watched = _instrument(ctx)
 
     lib_py = job.get("lib") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.py")
@@ -907,6 +939,7 @@ def run_job(job_path, nonce):
     _guard_lib(ctx.lib)
     scenario = _load_module("grade_scenario", job["scenario"])
     scenario.ProbeFailed = ProbeFailed  # what each scenario's run() binds it to, bound now
+    stage("setup_s")  # the channel, the instruments, lib.py and the scenario loaded
 
     # The grader's own answers, computed before the submission exists and sent at once; nothing
     # of them stays behind (the hook keeps no reference; a collection frees what it made).
@@ -917,6 +950,7 @@ def run_job(job_path, nonce):
         import gc
 
         gc.collect()
+    stage("before_submission_s")
 
     SUBMISSION_FILES.update({job["submission"], os.path.abspath(job["submission"])})
     policy = _load_policy(ctx, job)
@@ -943,6 +977,7 @@ def run_job(job_path, nonce):
         {"grade_driver": globals(), "grade_lib": ctx.lib, "grade_scenario": scenario, "course.model": course_model,
          "grade_policy": policy},
     )
+    stage("audit_s")  # the course's Python loaded, the submission compiled under it, the static audit
     with ctx.probe("load"):
         if syntax is not None:
             raise syntax
@@ -955,11 +990,14 @@ def run_job(job_path, nonce):
         around = getattr(scenario, "around_import", None)
         with around(ctx) if around is not None else contextlib.nullcontext():
             ctx.sub = policy.run(code, job["submission"], plain=job.get("policy") is None)
+    stage("import_s")  # the `load` probe: the submission's own import
     if ctx.sub is not None:
         scenario.run(ctx)
+    stage("scenario_s")  # every probe after the import
 
     tampered = ctx.watch.check("end")
     ctx.metric("integrity.tampered", ", ".join(tampered) if tampered else "none")
+    stage("end_check_s")
     ctx.write()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -8,6 +8,7 @@ use crate::checks::{Status, Verdict};
 use crate::error::exit;
 use crate::evidence;
 use crate::i18n::{Lang, Text};
+pub use crate::observations::DriverTimings;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -49,6 +50,39 @@ pub struct Report {
     /// from (compact: small metrics and the ranked operator lists); empty when nothing ran.
     #[serde(default, skip_serializing_if = "evidence::Observed::is_empty")]
     pub evidence: evidence::Observed,
+    /// Where this grading's time went, stage by stage: a record of what grading costs
+    /// (`scripts/bench-grading`), never a criterion; the tables do not show it.
+    #[serde(default)]
+    pub timings: Timings,
+}
+
+/// One grading's time by stage, in seconds (docs/benchmarks.md, "Where a grading's time goes").
+/// The run's own stages are the driver's (`driver`, from its `timings` record); `None` when the
+/// run ended before the driver sent them (a crash, a timeout) or no run was made.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct Timings {
+    /// Stage 1: exercise.yaml, the rubric and the course's Python loaded and validated.
+    pub spec_s: f64,
+    /// Stage 2: the shape drawn, the weights and batch generated.
+    pub workload_s: f64,
+    /// The run's folder laid out: driver, job, inputs (and a student's copy of a compile cache).
+    pub stage_s: f64,
+    /// Stage 3: the process started to reaped (the report's `run_s`).
+    pub run_s: f64,
+    /// The process started to the driver's first line: the interpreter's start-up (or a fork).
+    pub interpreter_s: Option<f64>,
+    /// The driver's stages (imports, set-up, the grader's hook, audit, the submission's import,
+    /// the probes, recording).
+    pub driver: Option<DriverTimings>,
+    /// The driver's last record to the process reaped: exit, the watcher's poll, the sweep.
+    pub exit_s: Option<f64>,
+    /// Stage 4: the libtorch reference (and optimizer updates).
+    pub reference_s: f64,
+    /// Stage 5: every criterion judged, the report assembled.
+    pub checks_s: f64,
+    /// Stages 1–5 in all (what is left of a `grade exercise` process's wall time: its start,
+    /// the course found, the report rendered, the progress written, its exit).
+    pub total_s: f64,
 }
 
 impl Summary {

@@ -10,6 +10,7 @@
 //!                                           | ["row", name, row] | ["probe", name, null|record]
 //!                                           | ["audit", findings]
 //!                                           | ["tick", name] | ["tally", name, n]
+//!                                           | ["timings", {...}] (just before END)
 //! T <bytes>\n<safetensors>                  one named tensor
 //! END <records> <driver seconds>\n          last
 //! ```
@@ -220,6 +221,13 @@ impl Assembler {
                 // sent before the import: there even when the run crashed
                 if obs.audit.replace(arr[1].clone()).is_some() {
                     return Err(bad("the audit written twice"));
+                }
+            }
+            ("timings", 2) => {
+                // evidence of where the time went, never read by a criterion
+                let t = serde_json::from_value(arr[1].clone()).map_err(|_| bad("the timings"))?;
+                if obs.timings.replace(t).is_some() {
+                    return Err(bad("the timings written twice"));
                 }
             }
             // An instrument's call counter lives in the submission's process; each call is sent as

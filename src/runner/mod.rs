@@ -53,6 +53,10 @@ pub struct RunResult {
     pub stderr_tail: String,
     pub stdout_bytes: u64,
     pub wall_s: f64,
+    /// CLOCK_MONOTONIC seconds when the process started (`process::monotonic_s`).
+    pub started: f64,
+    /// Seconds spent laying out the run's folder before it started (`stage`).
+    pub stage_s: f64,
     /// What the sandbox could not enforce on this platform (said once in the report).
     pub sandbox_gaps: Vec<Text>,
     /// The static audit's findings (`["audit", …]` on the channel), sent before the submission
@@ -334,7 +338,9 @@ fn no_sandbox() -> Vec<Text> {
 impl Executor for PythonExecutor {
     /// A fresh interpreter per run: `python -I -B driver.py job.json`, nonce on stdin.
     fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
+        let t = std::time::Instant::now();
         let staged = self.stage(req, None)?;
+        let stage_s = t.elapsed().as_secs_f64();
         let tmp = staged.dir.path();
         let mut cmd = Command::new(&self.python);
         cmd.arg("-I")
@@ -355,7 +361,9 @@ impl Executor for PythonExecutor {
                 reason: format!("could not start: {e}"),
             }
         })?;
-        self.finish(req, &staged, fin, gaps)
+        let mut result = self.finish(req, &staged, fin, gaps)?;
+        result.stage_s = stage_s;
+        Ok(result)
     }
 }
 
@@ -379,6 +387,8 @@ impl PythonExecutor {
             stderr_tail,
             stdout_bytes: fin.stdout.total,
             wall_s: fin.wall.as_secs_f64(),
+            started: fin.started,
+            stage_s: 0.0,
             sandbox_gaps,
             audit: None,
         };

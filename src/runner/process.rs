@@ -34,6 +34,8 @@ pub struct Finished {
     /// Processes that outlived the run (daemons, escaped children) and were killed.
     pub strays: usize,
     pub wall: Duration,
+    /// CLOCK_MONOTONIC seconds when the run was started (the clock of the driver's `timings`).
+    pub started: f64,
     pub stdout: Tail,
     pub stderr: Tail,
     /// What arrived on the results channel (fd 3 in the child): the driver's one frame.
@@ -337,6 +339,20 @@ pub fn run(
     watch(&mut child, limits, start, streams)
 }
 
+/// CLOCK_MONOTONIC in seconds: the clock Python's `time.clock_gettime(CLOCK_MONOTONIC)` reads in
+/// the child, so the driver's stage timings line up with the grader's start of the process.
+pub fn monotonic_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// A process being watched: a child of the grader, or one the zygote forked for it.
 pub trait Watched {
     /// Its process group (its own pid).
@@ -422,6 +438,7 @@ pub fn watch(
         std::thread::sleep(Duration::from_millis(10));
     };
     let wall = start.elapsed();
+    let started = monotonic_s() - wall.as_secs_f64();
     child.forget();
     // Whatever the submission left running in its group (forked children holding the pipes) goes
     // too, and so does anything that left the group (setsid daemons) once it is orphaned.
@@ -435,6 +452,7 @@ pub fn watch(
         over_memory,
         strays,
         wall,
+        started,
         stdout,
         stderr,
         results,

@@ -293,10 +293,14 @@ impl Executor for ZygoteExecutor {
             return self.base.execute(req);
         }
         for _attempt in 0..2 {
+            let t = std::time::Instant::now();
             let staged = self.base.stage(req, Some(self.staging.path()))?;
+            let stage_s = t.elapsed().as_secs_f64();
             let z = self.zygote(req)?;
             if let Some(fin) = self.launch(&z, req, &staged)? {
-                return self.base.finish(req, &staged, fin, z.gaps.clone());
+                let mut result = self.base.finish(req, &staged, fin, z.gaps.clone())?;
+                result.stage_s = stage_s;
+                return Ok(result);
             }
             z.alive.store(false, Ordering::SeqCst);
         }
