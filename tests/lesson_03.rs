@@ -304,9 +304,10 @@ fn a_cached_rerun_fails_reproducible() {
 }
 
 #[test]
-fn an_entry_wrong_the_first_time_is_not_judged_again() {
+fn an_entry_wrong_the_first_time_is_judged_again_too() {
     // a method that is wrong on the first case (activations off) is wrong on the repeated case
-    // too: activations_exact judges it, ledger_reproducible does not count it twice
+    // too, and both say so (issue 38, round 4: skipping it let a first call 4 B off make the
+    // repeat's cached number pass as measured again)
     let mut obs = recorded("solution");
     for trace in ["ledger.adam", "ledger.adam_again"] {
         let row = &mut rows_mut(&mut obs, trace)[0];
@@ -314,9 +315,12 @@ fn an_entry_wrong_the_first_time_is_not_judged_again() {
         row.fields.insert("activations".into(), json!(a + 8));
     }
     let vs = grade_obs(obs);
-    assert_eq!(failing(&vs), ["activations_exact"]);
+    assert_eq!(failing(&vs), ["activations_exact", "ledger_reproducible"]);
     let why = &verdict(&vs, "ledger_reproducible").why.en;
-    assert!(why.contains("activations wrong the first time"), "{why}");
+    assert!(
+        why.contains("ledger.adam_again B=") && why.contains("activations"),
+        "{why}"
+    );
 }
 
 /// `trace` without the `step_done` events of the steps whose forward ran at (b, t).
@@ -435,7 +439,9 @@ fn a_row_priced_from_another_rows_tag_fails_the_sweep() {
         );
     }
     let vs = grade_obs(obs);
-    assert_eq!(failing(&vs), vec!["sweep_matches"]);
+    // and the rows, each less its own tag, decide no law: growth_laws fails too (own rows that
+    // decide none are no sweep to read the answer from)
+    assert_eq!(failing(&vs), vec!["sweep_matches", "growth_laws"]);
     // growth is fitted with each row's tag taken off: the grader's rows and the solution's
     // decide the laws exactly although every row carries a tag of its own
     let vs = grade_obs(recorded("solution"));
@@ -639,8 +645,8 @@ fn sweep_rows_must_cover_the_grid_once() {
     rows.push(extra); // and one off the grid
     let vs = grade_obs(obs);
     // growth_laws also reads the law off the student's own rows: these decide none (the extra
-    // row breaks the polynomial), which contradicts nothing
-    assert_eq!(failing(&vs), ["sweep_matches"]);
+    // row breaks the polynomial), so the answer was read off no sweep of one's own
+    assert_eq!(failing(&vs), ["sweep_matches", "growth_laws"]);
     let why = &verdict(&vs, "sweep_matches").why.en;
     let has = |s: String| assert!(why.contains(&s), "{s} not in: {why}");
     has(format!(
