@@ -4,8 +4,9 @@ COMPARABLE_ACROSS_SEQ_LEN.
 Each probe records raw observations (metrics, list metrics, event traces); verdicts are decided in
 Rust from rubrics/01-metrics.yaml. Probes:
   sim        measure() on a simulated asynchronous device (`ctx.lib.SimDevice`) whose per-step
-             costs the grader draws from the run's seed: a warm-up spike on the first calls, a few
-             slow outliers among the timed steps, every step's cost different. The submission's
+             costs the grader draws from this process's secret (not the seed, which torch hands
+             back): a warm-up spike on the first calls, a few slow outliers among the timed
+             steps, every step's cost different. The submission's
              clocks read the device's virtual clock, so the true seconds per step of every timed
              window is known exactly (`sim.<run>.truth`), and so is what the usual mistakes would
              return on the same device (`sim.<run>.if_*`). Two configurations (a: one step per
@@ -28,14 +29,16 @@ Rust from rubrics/01-metrics.yaml. Probes:
 Out of the submission's reach (issue 17): `before_submission(ctx)` draws the simulated costs and
 the hidden sample sets and records the truth, what the usual mistakes would return, and the hidden
 inputs before the submission is imported (the driver calls it then; older drivers get it called at
-the start of `run`). The probes draw the same values again from the seed to run them; nothing
-recorded is kept. Every sample a call returns is also held, in Rust, to the window it was rebuilt
+the start of `run`). The probes draw the same values again (the seed; the process's secret for
+the simulated costs) to run them; nothing recorded is kept. Every sample a call returns is also held, in Rust, to the window it was rebuilt
 from (the clock values the driver recorded), so a sample scaled by a patched clock, halved or made
 up fails whatever device it was taken on.
 
 The same face on both devices (issue 19): `step` and `sync` are plain functions of the same shape
 on the simulated device and the real one (`_face`), and the virtual clock starts at the real
-perf_counter's reading, so a submission cannot behave only while simulated.
+perf_counter's reading, so a submission cannot behave only while simulated. Each measure() call
+gets its own pair, valid while that call runs (`lib.Lease`): one kept and called in a later call
+does nothing and fails the integrity gate, so a call's trace holds only its own steps.
 """
 import contextlib
 import gc
@@ -60,6 +63,9 @@ SUMMARY_KEYS = ("median_s", "p90_s", "steps_per_s", "tokens_per_s")
 
 _lib = None  # lib.py (`ctx.lib`), set by before_submission / run: `number` reads every number
 _PREPARED = False  # before_submission ran (by the driver, before the submission was imported)
+# What the simulated costs are drawn from: a secret of this process (os.urandom, when the scenario
+# is loaded, before the import), not the seed, which torch hands back (`torch.initial_seed()`)
+_SIM_KEY = random.SystemRandom().getrandbits(128)
 
 
 def _number(x, what):
@@ -95,16 +101,19 @@ def _face(work, wait):
     return step, sync
 
 
-def _busy(ctx, fn, kind):
+def _busy(ctx, fn, kind, lease):
     """`fn` stamped on the grader's cost clock (wall time less run-queue wait): a `call {fn, c0,
     c1}` event when it returns. A timed window's seconds are the work the grader saw in it (these
-    calls), not idle time the submission added after the last one (measurement.rs, `idle`)."""
+    calls), not idle time the submission added after the last one (measurement.rs, `idle`).
+    `lease` is the one measure() call it is handed to (`lib.Lease`): kept and called in another
+    call, it does nothing and the integrity gate names it, so the steps a call's trace holds are
+    that call's own (issue 38, round 4: the simulated step kept from the first call)."""
     cost, sealed = ctx.cost_clock, ctx.lib.sealed
 
     def run():
         # none of the submission's code runs inside (a hook, a finalizer: the collector is off
         # until after the closing stamp, so a collection it provoked falls outside the call)
-        with sealed(ctx):
+        with sealed(ctx, lease):
             c0 = cost()
             try:
                 return fn()
@@ -117,11 +126,14 @@ def _busy(ctx, fn, kind):
 
 
 def _draws(ctx, params):
-    """Everything the grader draws from the seed, in draw order: per sim configuration its costs
-    (and w, r, s), and the hidden summarize cases with their batch and seq_len. Called before the
-    submission is imported (to record the answers) and again by the probes (to run them)."""
+    """Everything the grader draws, in draw order: per sim configuration its costs (and w, r, s),
+    and the hidden summarize cases with their batch and seq_len. Called before the submission is
+    imported (to record the answers) and again by the probes (to run them). The simulated costs
+    come from this process's secret (`_SIM_KEY`), not from the seed: the seed is torch's initial
+    seed (`torch.initial_seed()`), readable by anyone, and the recipe is public (issue 38, round 4:
+    the truth replayed from the seed)."""
     rng = lambda probe: random.Random(f"{ctx.seed}:{probe}")  # noqa: E731
-    sim_rng = rng("sim")
+    sim_rng = random.Random(f"{_SIM_KEY}:sim")
     sim = {}
     for cfg in ("a", "b"):
         w, r, s = Lesson.config(params["sim"][cfg])
@@ -287,10 +299,11 @@ class Lesson:
                 def wait(device=device):
                     device.sync()
 
-                step, sync = _face(_busy(ctx, work, "step"), _busy(ctx, wait, "sync"))
+                lease = ctx.lib.Lease("step()/sync()", "measure()")
+                step, sync = _face(_busy(ctx, work, "step", lease), _busy(ctx, wait, "sync", lease))
 
-                def run_measure(device=device, step=step, sync=sync, w=w, r=r, s=s):
-                    with device:
+                def run_measure(device=device, lease=lease, step=step, sync=sync, w=w, r=r, s=s):
+                    with device, lease:
                         return measure(step, sync, warmup=w, repeats=r, steps_per_repeat=s)
 
                 samples = self.traced(name, lambda: self.call("measure()", run_measure))
@@ -316,7 +329,14 @@ class Lesson:
             ctx.event("sync")
             self.sync_device()
 
-        step, sync = _face(_busy(ctx, work, "step"), _busy(ctx, wait, "sync"))
+        def handed():
+            """step() and sync() for one measure() call, and the call's lease (`_busy`)."""
+            lease = ctx.lib.Lease("step()/sync()", "measure()")
+            return lease, _face(_busy(ctx, work, "step", lease), _busy(ctx, wait, "sync", lease))
+
+        def one_call(lease, step, sync):
+            with lease:
+                return measure(step, sync, warmup=w, repeats=r, steps_per_repeat=s)
 
         sealed = ctx.lib.sealed
 
@@ -346,10 +366,9 @@ class Lesson:
         blocks = [grader_block()]
         for run in (1, 2):
             name = f"real.run{run}"
+            lease, (step, sync) = handed()
             samples = numbers(
-                "measure()",
-                self.traced(name, lambda: self.call("measure()", measure, step, sync, warmup=w, repeats=r,
-                                                    steps_per_repeat=s)),
+                "measure()", self.traced(name, lambda: self.call("measure()", one_call, lease, step, sync))
             )
             ctx.metric(f"{name}.samples", samples)
             if samples:
@@ -441,18 +460,23 @@ class Lesson:
         w, r, rounds = int(p["warmup"]), int(p["repeats"]), int(p["rounds"])
         if int(p["calls"]) != rounds * len(shapes) * (w + r):
             raise RuntimeError(f"exercise.yaml: shapes.calls must be rounds × 3 × (warmup + repeats) in {p}")
-        steps = {k: _face(_busy(ctx, step_for(*bt), "step"), wait)[0] for k, bt in shapes.items()}
-        sync = _face(wait, _busy(ctx, wait, "sync"))[1]
+        bodies = {k: step_for(*bt) for k, bt in shapes.items()}
+
+        def one_call(k):
+            """measure() on shape k, with its own step() and sync() (`_busy`: a step kept from
+            another call, another shape's say, does nothing and the gate names it)."""
+            lease = ctx.lib.Lease("step()/sync()", "measure()")
+            step = _face(_busy(ctx, bodies[k], "step", lease), wait)[0]
+            sync = _face(wait, _busy(ctx, wait, "sync", lease))[1]
+            with lease:
+                return measure(step, sync, warmup=w, repeats=r, steps_per_repeat=1)
+
         samples = {k: [] for k in shapes}
         names = list(shapes)
         for rnd in range(rounds):
             for k in names[rnd % len(names):] + names[: rnd % len(names)]:  # rotate: drift hits all
                 name = f"shapes.r{rnd}.{k}"
-                got = numbers(
-                    "measure()",
-                    self.traced(name, lambda: self.call("measure()", measure, steps[k], sync, warmup=w, repeats=r,
-                                                        steps_per_repeat=1)),
-                )
+                got = numbers("measure()", self.traced(name, lambda: self.call("measure()", one_call, k)))
                 ctx.metric(f"{name}.samples", got)
                 samples[k] += got
         for k, (b, t) in shapes.items():

@@ -1319,12 +1319,23 @@ class sealed:
     lesson asks for needs one there, and code meant to run inside the grader's step is the
     attempt, whether or not it was kept out."""
 
-    __slots__ = ("_ctx", "_gc", "_hooks", "_saved", "_subclass")
+    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_saved", "_subclass")
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, lease=None):
         self._ctx = ctx
+        self._lease = lease  # the call this body was handed over for (`Lease`), when it has one
 
     def __enter__(self):
+        lease = self._lease
+        if lease is not None and not lease.open:
+            # kept from an earlier call and run in another (or after it): that call's work, not
+            # this one's; it does nothing and the gate names it
+            self._ctx.tamper(f"{lease.what} handed over for one call of {lease.call} ran outside that call "
+                             "(kept and called again later: one call's work passed off as another's)")
+            raise self._ctx.ProbeFailed(
+                f"{lease.what} was called outside the call of {lease.call} it was handed to: each call gets "
+                "its own (see the contract in README.md)"
+            )
         if _top_saved_hooks(False) is not None:
             self._ctx.tamper("a saved-tensors hook around a call the grader handed over "
                              "(its code would run inside the grader's step)")
@@ -1351,6 +1362,31 @@ class sealed:
                 d.update(kept)
             if self._gc:
                 _gc_enable()
+        return False
+
+
+class Lease:
+    """One call of the submission that the grader hands functions to (lesson 01: each `measure()`
+    call gets its own `step()` and `sync()`): a body `sealed(ctx, lease)` runs only while the call
+    is open (`with lease:` around it). Issue 38, round 4: a `step()` kept from the first call (the
+    simulated device's) and called in later ones recorded its steps into whatever trace was live,
+    so the real step's windows timed a simulated one. Which call a step belongs to is decided here,
+    where it runs, not guessed later from the trace: kept and run outside its call, it does no work
+    and the integrity gate names it (`sealed`)."""
+
+    __slots__ = ("what", "call", "open")
+
+    def __init__(self, what="a function", call="the submission's function"):
+        self.what = what
+        self.call = call
+        self.open = False
+
+    def __enter__(self):
+        self.open = True
+        return self
+
+    def __exit__(self, *exc):
+        self.open = False
         return False
 
 
