@@ -7,7 +7,9 @@
 //!   training: backward done). A `step` without its `step_done` is a *stray* forward, not a step.
 //!   `inputs` labels each input against the grader's own batch (`batch`, `other`, `none`); `fp`
 //!   gives each input's fingerprint instead (lesson 02, where the submission picks the input): it
-//!   is labelled here, `batch` when it equals the first step's in the trace, else `other`.
+//!   is labelled here, `batch` when it equals the first step's in the trace, else `other`; a
+//!   `step_done {fp}` gives them again as the step ended (`other` unless still the first step's:
+//!   an input changed while the step computed on it was not the same input).
 //! - `fwd_end {id, variant?}` / any event with `id` and `variant`: names the step's variant.
 //! - `timer {clock, v, ns?}` the submission read a clock (`v` seconds, `ns` the exact integer of a
 //!   `_ns` clock); `timer {clock: cuda_event, id}` recorded a CUDA event; `elapsed {a, b, v}` the
@@ -244,6 +246,15 @@ impl Measurement {
                     if let Some(&k) = id.and_then(|id| by_id.get(&id)) {
                         if steps[k].end.is_none() {
                             steps[k].end = Some(pos);
+                            // the fingerprints again as the step ended: an input is the first
+                            // step's only if it still was when the work on it was done
+                            if let Some(fp) = e.fields.get("fp").and_then(Value::as_object) {
+                                for (name, v) in fp {
+                                    if first_fp.get(name) != Some(v) {
+                                        steps[k].inputs.insert(name.clone(), "other".into());
+                                    }
+                                }
+                            }
                         }
                     }
                 }

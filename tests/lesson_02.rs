@@ -157,14 +157,64 @@ fn ranking_fields_catch_missing_and_wrong_call_counts() {
         .why
         .en
         .contains("`calls` differs (must be equal): aten::addmm 23 ≠ 24"));
-    // names the grader does not list are not held to its counts
-    let other = [("aten::linear", 1.0, Some(99))];
-    let ev = evidence(&[("a", ops(&other)), ("e", ops(&GRADER))]);
+    // issue 38, round 4: with fields, a name the grader does not list has nothing to agree
+    // with, and an empty list shows no field at all: neither passes
+    let spec = "{ranking: {actual: a, expected: e, min_overlap: 0, fields: {calls: 0}}}";
+    let other = [GRADER[0], ("aten::linear", 1.0, Some(99))];
+    let out = run(spec, &evidence(&[("a", ops(&other)), ("e", ops(&GRADER))]));
+    assert!(!out.pass);
+    assert!(
+        out.why
+            .en
+            .starts_with("aten::linear not in the grader's list: no `calls` to check it against."),
+        "{}",
+        out.why.en
+    );
+    let out = run(spec, &evidence(&[("a", ops(&[])), ("e", ops(&GRADER))]));
+    assert!(!out.pass);
+    assert!(
+        out.why
+            .en
+            .starts_with("nothing listed: no `calls` to check."),
+        "{}",
+        out.why.en
+    );
+    assert!(out.why.zh.starts_with("什么也没有列出"), "{}", out.why.zh);
+    // without fields an empty list is judged by the overlap alone
+    assert!(
+        run(
+            "{ranking: {actual: a, expected: e, min_overlap: 0}}",
+            &evidence(&[("a", ops(&[])), ("e", ops(&GRADER))])
+        )
+        .pass
+    );
+}
+
+/// A long list of the grader's (a whole profile's rows) shows, on failure, only the rows named.
+#[test]
+fn ranking_shows_a_long_grader_list_by_the_rows_named() {
+    let mut long: Vec<(String, f64, Option<i64>)> = GRADER
+        .iter()
+        .map(|&(n, t, c)| (n.to_string(), t, c))
+        .collect();
+    for k in 0..20 {
+        long.push((format!("aten::op{k}"), 10.0, Some(1)));
+    }
+    let long: Vec<(&str, f64, Option<i64>)> =
+        long.iter().map(|(n, t, c)| (n.as_str(), *t, *c)).collect();
+    let mine = [("aten::bmm", 21092.0, Some(35))];
     let out = run(
         "{ranking: {actual: a, expected: e, min_overlap: 0, fields: {calls: 0}}}",
-        &ev,
+        &evidence(&[("a", ops(&mine)), ("e", ops(&long))]),
     );
-    assert!(out.pass);
+    assert!(!out.pass);
+    assert!(
+        out.why
+            .en
+            .ends_with("grader's: 3. aten::bmm (calls=36) (of 25 rows, only those you listed)"),
+        "{}",
+        out.why.en
+    );
 }
 
 // ---------------------------------------------------------------------------- ranking, overlap
@@ -419,6 +469,54 @@ fn recorded_means_seen_in_the_results_and_warmup_means_nothing_recording() {
         &evidence(&[("r", hot)]),
     );
     assert!(!out.pass, "{:?}", out.why);
+}
+
+/// Issue 38, round 4: a step whose work is in a recording counts as recorded whatever phase it
+/// began in (a recording switched on inside a warm-up step) and is then no warm-up; a step a
+/// recording holds part of (a recording stopped inside it) counts against an upper bound.
+#[test]
+fn recorded_work_is_no_warmup_and_part_of_a_step_is_not_exactly() {
+    // the warm-up step's work ended up in the recording (enabled from inside it)
+    let mut inside = scheduled();
+    inside.push(rec(1));
+    let warm = run(
+        "{phase: {stream: r, phase: warmup, min: 1}}",
+        &evidence(&[("r", inside.clone())]),
+    );
+    assert!(!warm.pass, "{:?}", warm.why);
+    assert!(
+        warm.why
+            .en
+            .contains("(each step: none warmup·rec record·rec"),
+        "{}",
+        warm.why.en
+    );
+    let exact = "{phase: {stream: r, phase: record, equals: 3}}";
+    let out = run(exact, &evidence(&[("r", inside)]));
+    assert!(!out.pass);
+    assert_eq!(out.measured.en, "r: 4");
+    // a fourth step the recording stopped inside: part of its work recorded
+    let mut extra = scheduled();
+    extra.push(Event::new("recorded_part").with("id", 5).with("ops", 2));
+    let out = run(exact, &evidence(&[("r", extra.clone())]));
+    assert!(!out.pass);
+    assert_eq!(out.measured.en, "r: 3 + 1 part");
+    assert!(
+        out.why.en.starts_with(
+            "r: the recorded results hold part of the work of 1 more step(s) besides 3 whole ones, expected = 3"
+        ),
+        "{}",
+        out.why.en
+    );
+    assert!(out.why.en.contains("none·part"), "{}", out.why.en);
+    // a lower bound alone (verify's "at least 3") is not held to partly recorded calls
+    assert!(
+        run(
+            "{phase: {stream: r, phase: record, min: 3}}",
+            &evidence(&[("r", extra)])
+        )
+        .pass
+    );
 }
 
 /// verify's warm-up: whole calls made with nothing recording before the first call of the

@@ -687,6 +687,31 @@ fn fingerprints_are_labelled_against_the_first_step() {
     assert!(out.why.en.contains("(x ×2)"), "{}", out.why.en);
 }
 
+/// Issue 38, round 4: the fingerprint again as each step ends (`step_done {fp}`): an input that
+/// was the first step's as the step began but not as it ended (rewritten while the step computed
+/// on it) is not the same input.
+#[test]
+fn an_input_changed_inside_the_step_is_another_input() {
+    let mut t = T::default();
+    for (k, end) in ["a", "a", "z", "a"].iter().enumerate() {
+        let id = k as i64;
+        t.events.push(
+            Event::new("step")
+                .with("id", id)
+                .with("variant", if k % 2 == 0 { "baseline" } else { "candidate" })
+                .with("fp", json!({ "x": "a" })),
+        );
+        t.events.push(
+            Event::new("step_done")
+                .with("id", id)
+                .with("fp", json!({ "x": end })),
+        );
+    }
+    let out = predicate("same_inputs", &t);
+    assert!(!out.pass);
+    assert_eq!(out.measured.en, "3/4 steps on the same input");
+}
+
 #[test]
 fn a_missing_sync_before_either_read_is_caught() {
     let mut t = good();

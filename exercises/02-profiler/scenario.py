@@ -17,7 +17,9 @@ rubrics/02-profiler.yaml. Probes:
              object returned, which must merely be the torch profiler holding them — the grader
              records the event count, the ranking top_ops must reproduce (`profile.runN.topK`),
              and every operator by name with its call count (`profile.runN.calls`; a with_stack
-             profile's Python-function rows, named by frame and address, left out)
+             profile's Python-function rows, named by frame and address, left out), and every
+             row of its key_averages() as it is (`profile.runN.rows`: a row top_ops lists must be
+             one of these, with the same self time and calls)
   top_ops    the submission's top_ops(prof, k) for each k and each run (`top_ops.runN.topK`)
   verify     the submission's verify(op, baseline_step, candidate_step) for three candidates
              whose truth the grader knows: fast_right (¼ of the op's work, same output),
@@ -112,6 +114,7 @@ class CallRecord:
     def __init__(self):
         self.pending = []  # (id, variant, t0, t1, {op: calls needed} or None: the watch's)
         self.windows = []  # (results, activities) of each recording stopped, in order
+        self.stops = []  # when each of them stopped (torch's event clock, ns)
         self.credited = []  # (id, variant, {op: calls}, index of the recording) of each step seen recorded
 
 
@@ -152,9 +155,18 @@ class ProfilerWatch:
 
     def ran(self, k, variant, t0, t1, need=None):
         """A step the grader handed over ran from t0 to t1 (torch's event clock); `need`: the
-        calls of each op its work makes (None: a training step, `step_need`)."""
-        if self.call is not None:
-            self.call.pending.append((k, variant, t0, t1, need))
+        calls of each op its work makes (None: a training step, `step_need`). A recording that
+        stopped while the step ran holds part of it: the step is judged against it now (issue 38,
+        round 4: a step a recording stopped inside was left pending and dropped, so a recording
+        could hold a step's work that no count saw), and stays pending for a later one."""
+        rec = self.call
+        if rec is None:
+            return
+        p = (k, variant, t0, t1, need)
+        for i, stop in enumerate(rec.stops):
+            if t0 < stop < t1:
+                self._judge([p], i)
+        rec.pending.append(p)
 
     def _event(self, kind, **fields):
         if self.ctx is not None:
@@ -184,16 +196,23 @@ class ProfilerWatch:
         result = self.real["_disable_profiler"](*args, **kwargs)
         if self.call is not None:
             self.call.windows.append((result, frozenset(self.activities or ())))
-            self._credit(result, stop)
+            self.call.stops.append(stop)
+            self._credit(stop)
         return result
 
-    def _credit(self, result, stop):
+    def _credit(self, stop):
         """The steps that ended before this recording stopped, judged against its results."""
         rec = self.call
         judged = [p for p in rec.pending if p[3] <= stop]
         rec.pending = [p for p in rec.pending if p[3] > stop]
-        if not judged:
-            return
+        if judged:
+            self._judge(judged, len(rec.windows) - 1)
+
+    def _judge(self, judged, window):
+        """Each step of `judged` counts as recorded (a `recorded` event) when the results of the
+        call's recording number `window` hold its work (see the class's doc)."""
+        rec = self.call
+        result, activities = rec.windows[window]
         needs = [self.step_need if p[4] is None else p[4] for p in judged]
         names = frozenset(MATMULS).union(*(n for n in needs if n))
         stamps = {}
@@ -203,7 +222,6 @@ class ProfilerWatch:
                 stamps.setdefault(n, []).append(e.start_ns())
         for v in stamps.values():
             v.sort()
-        window = len(rec.windows) - 1
         own = None  # the self time of each verify step's op calls in this recording (parsed once)
         for (k, variant, t0, t1, _), need in zip(judged, needs):
             ops = {}
@@ -221,16 +239,18 @@ class ProfilerWatch:
                     self._event("recorded", id=k, ops=total)
                 else:
                     if own is None:
-                        own = self._self_times(result, names)
+                        own = self._self_times(result, names, activities)
                     self_us = sum(t for n in need for s, t in own.get(n, ()) if t0 <= s <= t1)
                     self._event("recorded", id=k, variant=variant, ops=total, self_us=self_us)
+            elif sum(ops.values()) > 0:  # some of its work, not all: not profiled, but in the profile
+                self._event("recorded_part", id=k, ops=sum(ops.values()))
 
-    def _self_times(self, result, names):
+    def _self_times(self, result, names, activities):
         """{op: [(start on torch's event clock in ns, self time in µs)]} of the recording's calls
         of `names`: torch's own parse of the results (what `key_averages()` sums: self device time
         on CUDA, self CPU time otherwise), so a step's `self_us` is the very figure its profile
         holds for it (issue 38: the submission's per-step time is held to this, not to a clock)."""
-        use_device = "cuda" if _CUDA in (self.activities or ()) else None
+        use_device = "cuda" if _CUDA in activities else None
         cuda = self.ctx is not None and str(self.ctx.device).startswith("cuda")
         events = _EventList(_parse_kineto(_Namespace(use_device=use_device), result), use_device=use_device)
         events._build_tree()
@@ -249,18 +269,23 @@ class ProfilerWatch:
 WATCH = ProfilerWatch()  # installed now: the scenario is loaded before the submission
 
 
-def ranking(events, cuda):
-    """The grader's own ranking of a recording: its key_averages() rows (torch's EventList, as
-    `prof.key_averages()` makes them) by self time (device time on CUDA), ProfilerStep rows
-    excluded; stable sort, as sorted(..., reverse=True) orders ties."""
+def every_row(events, cuda):
+    """Every key_averages() row of a recording (torch's EventList, as `prof.key_averages()`
+    makes them: ProfilerStep markers and a with_stack profile's Python-function rows included),
+    by self time (device time on CUDA); stable sort, as sorted(..., reverse=True) orders ties.
+    What any row a submission lists must be (`profile.runN.rows`): its name, self time, calls."""
     rows = []
     for e in events.key_averages():
-        if e.key.startswith("ProfilerStep"):
-            continue
         t = e.self_device_time_total if cuda else e.self_cpu_time_total
         rows.append({"e": "op", "name": e.key, "self_us": float(t), "calls": int(e.count)})
     rows.sort(key=lambda r: r["self_us"], reverse=True)
     return rows
+
+
+def ranking(rows):
+    """The grader's own ranking of a recording: its rows (`every_row`) without the ProfilerStep
+    markers, in the same order."""
+    return [r for r in rows if not r["name"].startswith("ProfilerStep")]
 
 
 def operator_rows(events, rows):
@@ -465,8 +490,8 @@ class Lesson:
         self.ctx.metric("reference.events", len(prof.events()))
         self.ctx.traces["reference.top"] = _least(prof, self.cuda)[:20]
 
-    def profile(self, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events, _hand_over=hand_over,
-                _watch=WATCH):
+    def profile(self, _every=every_row, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events,
+                _hand_over=hand_over, _watch=WATCH):
         """profile_training() twice. What is judged of each call is the grader's own record of
         it (see `recorded_events`): its steps seen recorded (`recorded` events), and the ranking,
         event count, calls and activities of the last recording it made, parsed from torch's raw
@@ -494,7 +519,11 @@ class Lesson:
             self.profiles[run] = prof
             # the grader's answers about this profile, recorded before top_ops() sees it
             ctx.metric(f"profile.{run}.events", len(events))
-            rows = _ranking(events, self.cuda)
+            every = _every(events, self.cuda)
+            rows = _ranking(every)
+            # every row of the profile, as key_averages() has it: a row top_ops lists must be one
+            # of these, with its numbers (its call count is the profile's only if the row is)
+            ctx.traces[f"profile.{run}.rows"] = every
             # every operator of the profile by name, with its call count: what the two runs
             # recorded (a with_stack profile's Python-function rows left out: `operator_rows`)
             ctx.traces[f"profile.{run}.calls"] = sorted(_operators(events, rows), key=lambda r: r["name"])
@@ -541,7 +570,10 @@ class Lesson:
         op, rows, dim, work = str(v["op"]), int(v["rows"]), int(v["dim"]), int(v["work"])
         gen = torch.Generator().manual_seed(ctx.seed + 2)
         W = (torch.randn(dim, dim, generator=gen) / math.sqrt(dim)).to(self.device)
-        WT = W.t()
+        # the wrong candidate's weight: W transposed, laid out like W itself (a contiguous copy),
+        # so nothing but its output tells it from the right ones (issue 38, round 4: a transposed
+        # view was told apart by its strides, with no output compared)
+        WT = W.t().contiguous()
         cuda = self.cuda
 
         def make_input():
@@ -603,8 +635,10 @@ class Lesson:
                     else:
                         secs = sum(acc)
                     # the op's time in this call: the grader's per-step figure for the profiled
-                    # calls is the mean of these over the calls it saw recorded (Rust)
-                    ctx.event("step_done", id=k, op_us=secs * 1e6)
+                    # calls is the mean of these over the calls it saw recorded (Rust); and the
+                    # input's fingerprint again as the step ends: the input is the same only if
+                    # it stayed the same while the step computed on it (issue 38, round 4)
+                    ctx.event("step_done", id=k, op_us=secs * 1e6, fp={"x": _fingerprint(x)})
                     _watch.ran(k, role, t0, t1, {"aten::mm": need})  # what `x @ w` records
                     return out
 

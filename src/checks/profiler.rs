@@ -8,12 +8,19 @@
 //! - `recorded {id, ops}`: sent as a recording stops, when the grader found the call's work in
 //!   that recording's raw results (its ops stamped inside the call's window): the call was
 //!   profiled. A call made while collection was paused, or under a profiler whose results the
-//!   grader never saw, has none, whatever torch's flag said.
+//!   grader never saw, has none, whatever torch's flag said;
+//! - `recorded_part {id, ops}`: sent likewise when a recording holds some of the call's work but
+//!   not all of it (collection paused for part of it, a recording stopped inside it): not a
+//!   profiled call, but work of it is in the profile.
 //!
 //! `phase` counts the whole steps that ran in a profiler phase, the phase being derived from the
 //! order of the switch events before the step (none → `prepare` → warmup → `enable` → record →
 //! `disable` → none), never from a flag the submission could set: `warmup` counts only the steps
-//! during which nothing recorded (torch's flag off), `record` only those the grader saw recorded.
+//! during which nothing recorded (torch's flag off when it began, and none of its work in any
+//! recording: issue 38, round 4, a recording switched on inside a warm-up step), `record` the
+//! steps the grader saw recorded, whatever the phase they began in; with an upper bound
+//! (`equals`, `max`) a step partly recorded counts against it too (a profile that holds
+//! `steps` whole steps and part of another does not record exactly `steps`).
 //! `before_recorded` counts the whole calls made with nothing recording before the first call
 //! (of the variant) the grader saw recorded: the warm-up of a measurement, judged by what was
 //! recording during each call, not by where anyone's windows fall (no call recorded at all:
@@ -37,6 +44,8 @@ pub struct Call {
     pub active: bool,
     /// The grader found the call's work in a recording's results (a `recorded` event).
     pub recorded: bool,
+    /// Some of the call's work, not all, is in a recording's results (`recorded_part`).
+    pub partly: bool,
     /// The profiler's phase when the call began, from the switch events before it.
     pub phase: &'static str,
     /// The `step_done` event's fields (None: the call never finished).
@@ -92,6 +101,7 @@ pub fn calls(events: &[Event]) -> Vec<Call> {
                     variant: e.field_str("variant").map(str::to_string),
                     active: e.fields.get("active") == Some(&Value::Bool(true)),
                     recorded: false,
+                    partly: false,
                     phase,
                     done: None,
                     rec: None,
@@ -112,10 +122,23 @@ pub fn calls(events: &[Event]) -> Vec<Call> {
                     }
                 }
             }
+            "recorded_part" => {
+                if let Some(&k) = id.and_then(|id| by_id.get(&id)) {
+                    out[k].partly = out[k].done.is_some();
+                }
+            }
             _ => {}
         }
     }
     out
+}
+
+/// How many whole calls of `variant` had part of their work, not all, in a recording (and are not
+/// counted recorded by another one).
+pub fn partly_recorded(all: &[Call], variant: &Option<String>) -> usize {
+    all.iter()
+        .filter(|c| c.done.is_some() && of_variant(c, variant) && c.partly && !c.recorded)
+        .count()
 }
 
 fn of_variant(c: &Call, variant: &Option<String>) -> bool {
@@ -141,8 +164,10 @@ pub fn in_phase(all: &[Call], phase: &str, variant: &Option<String>) -> usize {
                 .filter(|c| c.done.is_some() && of_variant(c, variant) && !c.active)
                 .count()
         }
-        "warmup" => mine().filter(|c| c.phase == "warmup" && !c.active).count(),
-        "record" => mine().filter(|c| c.phase == "record" && c.recorded).count(),
+        "warmup" => mine()
+            .filter(|c| c.phase == "warmup" && !c.active && !c.recorded && !c.partly)
+            .count(),
+        "record" => mine().filter(|c| c.recorded).count(),
         p => mine().filter(|c| c.phase == p).count(),
     }
 }
@@ -153,10 +178,11 @@ fn sequence(all: &[Call], variant: &Option<String>) -> String {
     let seq: Vec<String> = all
         .iter()
         .filter(|c| of_variant(c, variant))
-        .map(|c| match (c.recorded, c.active) {
-            (true, _) => format!("{}·rec", c.phase),
-            (false, true) => format!("{}·on", c.phase),
-            (false, false) => c.phase.to_string(),
+        .map(|c| match (c.recorded, c.partly, c.active) {
+            (true, _, _) => format!("{}·rec", c.phase),
+            (false, true, _) => format!("{}·part", c.phase),
+            (false, false, true) => format!("{}·on", c.phase),
+            (false, false, false) => c.phase.to_string(),
         })
         .collect();
     if seq.is_empty() {
@@ -182,13 +208,37 @@ pub fn evaluate_phase(spec: &PhaseSpec, env: &Env) -> Outcome {
         };
         let all = calls(events);
         let n = in_phase(&all, &spec.phase, &spec.variant) as f64;
+        // an upper bound on recorded steps holds the steps a recording holds part of, too
+        let part = if spec.phase == "record" && max.is_some() {
+            partly_recorded(&all, &spec.variant) as f64
+        } else {
+            0.0
+        };
         let short = name.rsplit('.').next().unwrap_or(name);
         let who = match &spec.variant {
             Some(v) => format!("{short} {v}"),
             None => short.to_string(),
         };
-        measured.push(format!("{who}: {}", fmt_num(n)));
-        if !within(n, min, max) {
+        measured.push(if part > 0.0 {
+            format!("{who}: {} + {} part", fmt_num(n), fmt_num(part))
+        } else {
+            format!("{who}: {}", fmt_num(n))
+        });
+        if part > 0.0 && within(n, min, max) && !within(n + part, None, max) {
+            let seq = sequence(&all, &spec.variant);
+            bad_zh.push(format!(
+                "{who}：记录结果里除了 {} 个完整步，还有另外 {} 步的一部分工作，应为 {}（各步：{seq}；·part 为部分被记录）",
+                fmt_num(n),
+                fmt_num(part),
+                fmt_bounds(min, max)
+            ));
+            bad_en.push(format!(
+                "{who}: the recorded results hold part of the work of {} more step(s) besides {} whole ones, expected {} (each step: {seq}; ·part: partly recorded)",
+                fmt_num(part),
+                fmt_num(n),
+                fmt_bounds(min, max)
+            ));
+        } else if !within(n, min, max) {
             let seq = sequence(&all, &spec.variant);
             let (what_zh, what_en) = match spec.phase.as_str() {
                 "before_recorded" => (

@@ -2,9 +2,11 @@
 //! own list. Both are traces of `{e: op, name, <fields>}` events, best first. Exact mode (no
 //! `min_overlap`): the same names in the same order and the same length. Overlap mode: at least
 //! `min_overlap` of the submission's names appear among the grader's first `within`, and with
-//! `leader` the two lists start with the same name. In both modes the `fields` of every name in both
-//! lists agree within their relative tolerance (0 = exactly). A failure shows the two lists side
-//! by side.
+//! `leader` the two lists start with the same name. In both modes, with `fields`, every name the
+//! submission lists is one of the grader's and its fields agree within their relative tolerance
+//! (0 = exactly): a name the grader's list lacks has nothing to agree with, and an empty list
+//! shows no field at all, so neither passes (issue 38: a figure is believed only when the grader
+//! saw it, not because nothing contradicts it). A failure shows the two lists side by side.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -51,6 +53,35 @@ fn show(rows: &[Row]) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// The grader's list as a failure shows it: whole when short; a long one (a whole profile's rows)
+/// as the rows the submission named, each with its place.
+fn shown(actual: &[Row], expected: &[Row]) -> (String, String) {
+    const LONG: usize = 12;
+    if expected.len() <= LONG {
+        let s = show(expected);
+        return (s.clone(), s);
+    }
+    let named: Vec<String> = expected
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| actual.iter().any(|a| a.name == e.name))
+        .map(|(i, e)| {
+            let one = show(std::slice::from_ref(e));
+            format!("{}{}", i + 1, one.strip_prefix('1').unwrap_or(&one))
+        })
+        .collect();
+    let n = expected.len();
+    let list = if named.is_empty() {
+        "—".to_string()
+    } else {
+        named.join("; ")
+    };
+    (
+        format!("{list}（共 {n} 行，只列出你列出的）"),
+        format!("{list} (of {n} rows, only those you listed)"),
+    )
 }
 
 /// `|a - b| <= tol * max(|a|, |b|)` (plus a hair for float noise).
@@ -179,6 +210,30 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
             }
         }
     }
+    // with fields: every name listed is one of the grader's, and something is listed
+    if !spec.fields.is_empty() {
+        let names: Vec<&str> = spec.fields.keys().map(String::as_str).collect();
+        let names = names.join("`, `");
+        if actual.is_empty() {
+            bad_zh.push(format!("什么也没有列出：没有可以核对的 `{names}`"));
+            bad_en.push(format!("nothing listed: no `{names}` to check"));
+        }
+        let unknown: Vec<&str> = actual
+            .iter()
+            .filter(|a| !expected.iter().any(|e| e.name == a.name))
+            .map(|a| a.name.as_str())
+            .collect();
+        if !unknown.is_empty() {
+            bad_zh.push(format!(
+                "评分器的列表里没有 {}：它的 `{names}` 无从核对",
+                unknown.join(", ")
+            ));
+            bad_en.push(format!(
+                "{} not in the grader's list: no `{names}` to check it against",
+                unknown.join(", ")
+            ));
+        }
+    }
     // fields of every name in both lists
     for (field, tol) in &spec.fields {
         let mut missing = Vec::new();
@@ -223,9 +278,10 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
             ));
         }
     }
+    let (theirs_zh, theirs_en) = shown(&actual, &expected);
     let sides = text!(
-        format!("你的：{}｜评分器：{}", show(&actual), show(&expected)),
-        format!("yours: {} | grader's: {}", show(&actual), show(&expected))
+        format!("你的：{}｜评分器：{}", show(&actual), theirs_zh),
+        format!("yours: {} | grader's: {}", show(&actual), theirs_en)
     );
     if bad_en.is_empty() {
         return Outcome::new(true, measured, bound, sides);

@@ -465,7 +465,8 @@ pub struct RankingSpec {
     /// Overlap mode: both lists start with the same name.
     #[serde(default)]
     pub leader: bool,
-    /// Fields that must agree for names in both lists: field -> max relative difference.
+    /// Fields that must agree: field -> max relative difference. With fields, every name of
+    /// `actual` must be in `expected` and `actual` must list something (see `checks/ranking.rs`).
     #[serde(default)]
     pub fields: std::collections::BTreeMap<String, f64>,
 }
