@@ -348,14 +348,19 @@ impl Measurement {
     /// clock read, or idle time added to it (a sleep, a spin after the last `sync()`). `None`
     /// when a read or the calls carry no stamp (nothing to compare).
     pub fn busy(&self, s: &Source) -> Option<(f64, f64)> {
-        self.busy_between(s.open, s.close)
+        self.window_cost(s.open, s.close, false)
     }
 
-    /// `busy` of the window between the reads at positions `open` and `close`. The work is the
-    /// handed-over calls (`call` events) in it, or, in a window that holds none, its whole steps
-    /// stamped on the cost clock (`step_calls`: lesson 04, where the submission writes the step
-    /// and the grader stamps where it begins and where its backward ends).
+    /// `busy` of the window between the reads at positions `open` and `close`, for a lesson
+    /// whose submission writes the step itself (lesson 04): the work is the handed-over calls
+    /// (`call` events) in it or, in a window that holds none, its whole steps stamped on the cost
+    /// clock (`step_calls`: where the grader saw each begin and its backward end). `None` when
+    /// the window holds no stamped work (nothing to compare).
     pub fn busy_between(&self, open: usize, close: usize) -> Option<(f64, f64)> {
+        self.window_cost(open, close, true)
+    }
+
+    fn window_cost(&self, open: usize, close: usize, steps: bool) -> Option<(f64, f64)> {
         let read = |pos: usize| self.reads.iter().find(|r| r.pos == pos);
         let (r0, r1) = (read(open)?, read(close)?);
         let (a, b) = (r0.cost?, r1.cost?);
@@ -366,8 +371,12 @@ impl Measurement {
         let clip = |&(_, c0, c1): &(usize, f64, f64)| (c1.min(b) - c0.max(a)).max(0.0);
         let busy: f64 = if self.calls.iter().any(|c| inside(&c)) {
             self.calls.iter().filter(inside).map(clip).sum()
-        } else {
+        } else if !steps {
+            0.0
+        } else if self.step_calls.iter().any(|c| inside(&c)) {
             self.step_calls.iter().filter(inside).map(clip).sum()
+        } else {
+            return None; // no stamped work in the window: nothing to compare
         };
         Some((b - a - writing, busy))
     }
