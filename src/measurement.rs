@@ -109,6 +109,9 @@ pub struct Measurement {
     /// `call {c0, c1}` events: a handed-over `step()` or `sync()` ran from `c0` to `c1` on the
     /// grader's cost clock (position, c0, c1).
     pub calls: Vec<(usize, f64, f64)>,
+    /// Whole steps stamped on the grader's cost clock (`c` of `step` and `step_done`, lesson 04's
+    /// observer): (position of the `step`, c0, c1). A window's busy time when it holds no `call`.
+    pub step_calls: Vec<(usize, f64, f64)>,
     /// Backwards that began at a step's loss but were no whole step (`step_undone`).
     pub undone: Vec<Undone>,
 }
@@ -203,6 +206,7 @@ impl Measurement {
         let mut queued = Vec::new();
         let mut elapsed: BTreeMap<(i64, i64), f64> = BTreeMap::new();
         let mut calls = Vec::new();
+        let mut step_calls = Vec::new();
         let mut first_fp: BTreeMap<String, Value> = BTreeMap::new();
         let mut undone = Vec::new();
         for (pos, e) in events.iter().enumerate() {
@@ -254,6 +258,10 @@ impl Measurement {
                                         steps[k].inputs.insert(name.clone(), "other".into());
                                     }
                                 }
+                            }
+                            let c = |e: &Event| e.fields.get("c").and_then(Value::as_f64);
+                            if let (Some(c0), Some(c1)) = (c(&events[steps[k].start]), c(e)) {
+                                step_calls.push((steps[k].start, c0, c1));
                             }
                         }
                     }
@@ -341,6 +349,7 @@ impl Measurement {
             elapsed,
             undone,
             calls,
+            step_calls,
         }
     }
 
@@ -350,18 +359,36 @@ impl Measurement {
     /// clock read, or idle time added to it (a sleep, a spin after the last `sync()`). `None`
     /// when a read or the calls carry no stamp (nothing to compare).
     pub fn busy(&self, s: &Source) -> Option<(f64, f64)> {
+        self.window_cost(s.open, s.close, false)
+    }
+
+    /// `busy` of the window between the reads at positions `open` and `close`, for a lesson
+    /// whose submission writes the step itself (lesson 04): the work is the handed-over calls
+    /// (`call` events) in it or, in a window that holds none, its whole steps stamped on the cost
+    /// clock (`step_calls`: where the grader saw each begin and its backward end). `None` when
+    /// the window holds no stamped work (nothing to compare).
+    pub fn busy_between(&self, open: usize, close: usize) -> Option<(f64, f64)> {
+        self.window_cost(open, close, true)
+    }
+
+    fn window_cost(&self, open: usize, close: usize, steps: bool) -> Option<(f64, f64)> {
         let read = |pos: usize| self.reads.iter().find(|r| r.pos == pos);
-        let (open, close) = (read(s.open)?, read(s.close)?);
-        let (a, b) = (open.cost?, close.cost?);
+        let (r0, r1) = (read(open)?, read(close)?);
+        let (a, b) = (r0.cost?, r1.cost?);
         // the grader's own recording between the two reads (the opening read's event, each
         // call's event) is neither the work nor the submission's
-        let writing = (close.overhead? - open.overhead?).max(0.0);
-        let busy: f64 = self
-            .calls
-            .iter()
-            .filter(|(pos, ..)| s.open < *pos && *pos < s.close)
-            .map(|&(_, c0, c1)| (c1.min(b) - c0.max(a)).max(0.0))
-            .sum();
+        let writing = (r1.overhead? - r0.overhead?).max(0.0);
+        let inside = |(pos, ..): &&(usize, f64, f64)| open < *pos && *pos < close;
+        let clip = |&(_, c0, c1): &(usize, f64, f64)| (c1.min(b) - c0.max(a)).max(0.0);
+        let busy: f64 = if self.calls.iter().any(|c| inside(&c)) {
+            self.calls.iter().filter(inside).map(clip).sum()
+        } else if !steps {
+            0.0
+        } else if self.step_calls.iter().any(|c| inside(&c)) {
+            self.step_calls.iter().filter(inside).map(clip).sum()
+        } else {
+            return None; // no stamped work in the window: nothing to compare
+        };
         Some((b - a - writing, busy))
     }
 

@@ -49,17 +49,23 @@ class Lesson:
         # a step's variant is decided by what ran (issue 38): "on" when every layer of every
         # block ran inside a checkpoint call and was recomputed in the backward, "off" when they all ran and nothing checkpointed;
         # anything else (layers skipped, a checkpoint beside the blocks) is neither
-        self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=self.variant)
+        self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=self.variant, checkpoints=True)
 
     @staticmethod
     def variant(rec):
+        """A forward's variant when it returns, and again at the end of its step's backward
+        (`reruns`, `recomputed` added). "on": every layer of every block ran in a checkpoint, its
+        saves going to that checkpoint (how many per block: one_checkpoint_per_block) and, in the backward,
+        was rerun exactly once on the input it had in the forward; "off": no layer ran in any
+        checkpoint (whichever entry point) and none was rerun."""
         if rec["layers"] != rec["expected_layers"]:
             return "partial"
-        if rec["ckpt"] and rec["wrapped"] == rec["layers"]:
-            # at the end of the step's backward: every layer recomputed, or the checkpoints
-            # saved what they were meant to drop (hooks of the submission's inside them)
-            return "on" if rec.get("recomputed", rec["layers"]) >= rec["layers"] else "partial"
-        if not rec["ckpt"] and not rec["wrapped"]:
+        layers = rec["layers"]
+        if rec["ckpt"] and rec["covered"] == layers:
+            if "reruns" not in rec:
+                return "on"
+            return "on" if rec["recomputed"] == layers == rec["reruns"] else "partial"
+        if not rec["ckpt"] and not rec["wrapped"] and not rec.get("in_ckpt") and not rec.get("reruns"):
             return "off"
         return "partial"
 
@@ -137,16 +143,17 @@ class Lesson:
 
     @staticmethod
     def hooked_bytes(trace, params):
-        """{bytes}: what saved-tensors hooks entered in this compare() call were handed (`saved`
-        events, the driver's observed `saved_tensors_hooks`) in each forward of the observed
-        model with autograd on: per forward and per hooks' entry, the distinct storages' bytes
-        (by `data_ptr`), the grader's parameters excluded. A number the submission reports is
-        believed only when it is one of these (issue 38): a formula of the shapes, or bytes
-        measured in another model or in an earlier call and extrapolated, is none of them. Which
-        inputs and which variant the forward ran is judged elsewhere (compare_same_inputs; the
-        bytes must also equal the grader's own for that variant on that call's batch, which a
-        forward on other rows does not give)."""
-        seen = set()
+        """{variant: {bytes}}: what saved-tensors hooks entered in this compare() call were handed
+        (`saved` events, the driver's observed `saved_tensors_hooks`) in each forward of the
+        observed model with autograd on, by what that forward ran (its `fwd_end` variant: "off"
+        when no layer ran in any checkpoint, else "on"): per forward and per hooks' entry, the distinct storages' bytes
+        (by `data_ptr`), the grader's parameters excluded. A number the submission reports for a
+        variant is believed only when it is one of that variant's (issue 38): a formula of the
+        shapes, bytes measured in another model, in an earlier call, or in a forward of the other
+        variant (hooks hiding the blocks' saves in a forward that checkpoints nothing) are none of
+        them. Which inputs the forward ran on is judged elsewhere (compare_same_inputs; the bytes
+        must also equal the grader's own for that variant on that call's batch)."""
+        seen = {}
         windows = []  # forwards running now: (id, autograd on, {h: {p: n}})
         for ev in trace:
             kind = ev.get("e")
@@ -161,7 +168,12 @@ class Lesson:
                 if windows:
                     _, ok, hooks = windows.pop()
                     if ok:
-                        seen.update(sum(sizes.values()) for sizes in hooks.values())
+                        # an "off" row's bytes from a forward that checkpointed nothing; an
+                        # "on" row's from one that did (how well is judged by the other criteria)
+                        kind = "off" if ev.get("variant") == "off" else "on"
+                        seen.setdefault(kind, set()).update(
+                            sum(sizes.values()) for sizes in hooks.values()
+                        )
         return seen
 
     # -- probes -------------------------------------------------------------------------------
@@ -312,7 +324,8 @@ class Lesson:
                         # the bytes the grader saw handed to the submission's pack hook in a
                         # forward of this call (compare_bytes_agree): the reported number when
                         # it is one of them, else the nearest (none seen: 0)
-                        near = min(hooked, key=lambda b: abs(b - value)) if hooked else 0
+                        mine = hooked.get(variant, ())
+                        near = min(mine, key=lambda b: abs(b - value)) if mine else 0
                         ctx.metric(f"compare.{run}.{variant}.hooked_bytes", near)
 
 

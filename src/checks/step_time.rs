@@ -26,6 +26,7 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
     );
     let mut parts = Vec::new();
     let mut bad = Vec::new();
+    let mut padded = Vec::new();
     let mut judged = 0;
     for case in &spec.cases {
         let events = match env.evidence.trace(&case.stream) {
@@ -52,12 +53,40 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
         if !within(reported, Some(spec.min * lo), Some(spec.max * hi)) {
             bad.push(label.clone());
         }
-        parts.push(format!(
-            "{label}: {} in [{}, {}]",
-            fmt_num(reported),
-            fmt_num(lo),
-            fmt_num(hi)
-        ));
+        // each timed window is its step's time: what it holds outside its whole steps, on the
+        // grader's cost clock, is the submission's own (a sleep after the step pads the window
+        // and so the median computed from it). The reported number is a median: it moves only
+        // when most windows are padded, and a stray pause in a few (a collection, a page fault)
+        // moves nothing, so a variant fails when more than half of its windows exceed the bound
+        if let Some(idle) = &spec.idle {
+            let timed = m.timed_of(&case.variant);
+            let mut over = Vec::new();
+            for (k, iv) in timed.iter().enumerate() {
+                let Some((secs, busy)) = m.busy_between(iv.open, iv.close) else {
+                    continue;
+                };
+                let own = secs - busy;
+                let allowed = idle.max_s + idle.max_share * busy;
+                if own > allowed {
+                    over.push((k, secs, busy, own, allowed));
+                }
+            }
+            if 2 * over.len() > timed.len() {
+                let (k, secs, busy, own, allowed) = over[0];
+                let n = over.len();
+                let total = timed.len();
+                padded.push(text!(
+                    format!(
+                        "{label}：{total} 个计时窗口中有 {n} 个在完整训练步之外花了过多时间；例如第 {} 个（评分器的时钟：{} s，不含等待 CPU 的时间）只有 {} s 在训练步里，其余 {} s 是你自己的代码（sleep、空转），超过允许的 {} s：窗口必须只计时训练步本身",
+                        k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
+                    ),
+                    format!(
+                        "{label}: {n} of {total} timed windows spent too long outside their whole steps; e.g. window #{} lasted {} s on the grader's clock (time waiting for a CPU left out), only {} s of it inside its step; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed: a window times the step, not idle time after it",
+                        k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
+                    )
+                ));
+            }
+        }
     }
     let measured = parts.join("; ");
     if judged == 0 {
@@ -70,6 +99,9 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
                 "no timed window at all: the reported times were not measured"
             ),
         );
+    }
+    if let Some(first) = padded.into_iter().next() {
+        return Outcome::new(false, measured, bound, first);
     }
     if bad.is_empty() {
         Outcome::new(

@@ -319,11 +319,14 @@ class StepObserver:
     sends `outside_step`, not `step`), so a model dug out of `step()` and run on other inputs or
     other terms counts for nothing."""
 
-    def __init__(self, ctx, batch, variant=None, inside=None):
+    def __init__(self, ctx, batch, variant=None, inside=None, checkpoints=False):
         self.ctx = ctx
         self.batch = batch
         self.variant = variant or (lambda rec: None)
         self.inside = inside
+        # lesson 04: which checkpoint each layer ran in, where its saves went, and whether the
+        # backward reran it on its forward's input (see `_checkpoint_regions`, `_fingerprint`)
+        self.checkpoints = checkpoints
         self.next_id = 0
         self.current = None  # the forward running now: {"layers", "wrapped"} (see _layer_ran)
         self.backward = None  # the step whose backward runs now (began at its loss)
@@ -331,15 +334,68 @@ class StepObserver:
         # (lesson 03's drawn parameter without a gradient): they count as given a new one
         self.dropped = set()
 
-    def layer_ran(self, module):
+    def layer_ran(self, module, args=()):
         state = self.current
         if state is not None:
             state["layers"] += 1
             state["ran"].add(id(module))
-            if self.ctx.ckpt_depth:
+            if self.checkpoints:
+                self._where(state, module, args)
+            elif self.ctx.ckpt_depth:
                 state["wrapped"] += 1
         elif self.backward is not None:  # a checkpoint recomputing a layer during the backward
-            self.backward["recomputed"] += 1
+            state = self.backward
+            state["recomputed"] += 1
+            if self.checkpoints:
+                state["reruns"][id(module)] = state["reruns"].get(id(module), 0) + 1
+                state["refp"].setdefault(id(module), []).append(_fingerprint(args))
+
+    @staticmethod
+    def _where(state, module, args):
+        """Lesson 04, a layer of the forward running now: the checkpoint calls it runs inside
+        (`_checkpoint_regions`: whichever entry point of torch.utils.checkpoint, counted or not),
+        whether what it saves for backward goes to checkpoint (autograd off inside a reentrant
+        checkpoint, or checkpoint's own saved-tensors hook innermost: not a hook of the
+        submission's that keeps everything), and its input's fingerprint (a rerun in the backward
+        is a recomputation only on that input)."""
+        keys = []
+        for frame, counted in _checkpoint_regions():
+            for k, known in enumerate(state["frames"]):
+                if known is frame:
+                    break
+            else:  # frames held until the blocks return: an id is never reused meanwhile
+                state["frames"].append(frame)
+                state["counted"].append(counted)
+                k = len(state["frames"]) - 1
+            keys.append(k)
+        top = _top_saved_hooks(False)
+        pack = getattr(top[0], "__code__", None) if top is not None else None
+        saves = not torch.is_grad_enabled() or (pack is not None and pack.co_filename == _CKPT_FILE)
+        state["where"][id(module)] = (tuple(keys), saves)
+        state["fp"][id(module)] = _fingerprint(args)
+
+    @staticmethod
+    def _regions_summary(state, model):
+        """`wrapped` (layers that ran in exactly one checkpoint, one that holds their own block's
+        attn and mlp and nothing else, their saves going to it), `in_ckpt` (layers inside any
+        checkpoint), `covered` (those of them whose saves went to checkpoint) and `uncounted` (checkpoints entered other than through the counted
+        torch.utils.checkpoint.checkpoint, e.g. CheckpointFunction.apply, that held a layer)."""
+        where = state["where"]
+        members = {}
+        for m, (keys, _) in where.items():
+            for k in keys:
+                members.setdefault(k, set()).add(m)
+        wrapped = in_ckpt = covered = 0
+        for b in model.blocks:
+            own = {id(b.attn), id(b.mlp)}
+            for m in own:
+                keys, saves = where.get(m, ((), False))
+                in_ckpt += bool(keys)
+                covered += bool(keys) and saves
+                if len(keys) == 1 and saves and members.get(keys[0]) == own:
+                    wrapped += 1
+        uncounted = sum(1 for counted in state["counted"] if not counted)
+        return wrapped, in_ckpt, covered, uncounted
 
     def layer_out(self, module, out):
         """A layer returned `out`: its gradient arriving is that layer's backward."""
@@ -362,11 +418,12 @@ class StepObserver:
         self.next_id += 1
         grad = torch.is_grad_enabled()
         inputs = {"idx": label(idx, self.batch["idx"]), "targets": label(targets, self.batch["targets"])}
-        ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock())
+        ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock(), c=ctx.cost_clock())
         before = ctx.tally("ckpt")
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
                  "ran": set(), "back": set(), "loss": True, "recomputed": 0, "done": False,
-                 "grads": None,
+                 "grads": None, "frames": [], "counted": [], "where": {}, "fp": {},
+                 "reruns": {}, "refp": {}, "blocks": model.blocks,
                  "all": {id(m) for b in model.blocks for m in (b.attn, b.mlp)}}
         x = model.embed(idx)
         if grad and x.requires_grad:
@@ -381,9 +438,17 @@ class StepObserver:
             h = (blocks_fn or _plain_blocks)(model.blocks, x)
         finally:
             self.current = outer
+            state["frames"] = None  # the checkpoint frames, held only while the blocks ran
         out = model.head_loss(h, targets)
         loss = out[1] if out[1] is not None else out[0]  # no targets: the logits stand for the loss
         ckpt = ctx.tally("ckpt") - before
+        in_ckpt = None
+        if self.checkpoints:
+            # every checkpoint that held a layer counts, whichever entry point made it; a layer
+            # counts as wrapped only in a checkpoint of its own block that its saves went to
+            state["wrapped"], in_ckpt, covered, uncounted = self._regions_summary(state, model)
+            ckpt += uncounted
+            state["in_ckpt"] = {m for m, (keys, _) in state["where"].items() if keys}
         flag = getattr(blocks_fn, "grade_checkpointing", None)
         rec = {
             "e": "forward",
@@ -400,6 +465,9 @@ class StepObserver:
             "checkpointing": bool(flag) if flag is not None else ckpt > 0,
             "flag_from": "grader" if flag is not None else "observed",
         }
+        if in_ckpt is not None:
+            rec["in_ckpt"] = in_ckpt  # layers that ran inside any checkpoint
+            rec["covered"] = covered  # ... and whose saves went to that checkpoint
         if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
             params = list(model.parameters())
 
@@ -434,6 +502,8 @@ class StepObserver:
         )
         state["grads"] = None
         ctx = self.ctx
+        # what the backward reran (lesson 04): judged in every step, whole or not
+        reran = self._reran(state, rec) if self.checkpoints else None
         every, ran, back = state["all"], state["ran"] & state["all"], state["back"] & state["all"]
         whole = (state["embedding"] and state["loss"] and ran == every and back == every
                  and fresh == len(params))
@@ -444,15 +514,123 @@ class StepObserver:
                 params=len(params), t=ctx.clock(),
             )
             return
-        variant = self.variant({**rec, "recomputed": state["recomputed"]})
-        ctx.event("step_done", id=state["id"], t=ctx.clock(), **({"variant": variant} if variant else {}))
+        if reran is not None:
+            variant = self.variant({**rec, **reran})
+        else:
+            variant = self.variant({**rec, "recomputed": state["recomputed"]})
+        ctx.event("step_done", id=state["id"], t=ctx.clock(), c=ctx.cost_clock(),
+                  **({"variant": variant} if variant else {}))
+
+    def _reran(self, state, rec):
+        """Lesson 04, at the end of a step's backward: which layers it reran, and on what. A
+        recomputation is one rerun of a layer on the input that layer had in the forward (its
+        fingerprint): a layer called again on something else (a zero tensor, to look recomputed)
+        is none, and a layer rerun twice was checkpointed twice over. Sent as a row of
+        `backwards.<probe>` (judged in every probe, not only in timed windows):
+        `reruns` (every rerun), `recompute_missing` (layers without exactly one rerun of the
+        forward's shape whose block input, the attention's, matched) and `recompute_wrong`
+        (also counting a rerun whose input differed at all: dropout masks drawn again),
+        `ckpt_not_recomputed` (the same, of the layers that ran inside a checkpoint)."""
+        reruns, refp, fp = state["reruns"], state["refp"], state["fp"]
+        pairs = []
+        for b in state["blocks"]:
+            for m, exact in ((id(b.attn), True), (id(b.mlp), False)):
+                pairs.append((m, exact, fp.get(m), (refp.get(m) or [None])[0]))
+        same = _same_fingerprints([(a, b) for _, _, a, b in pairs])
+        missing = wrong = recomputed = wrong_in_ckpt = 0
+        for (m, exact, _, _), (shape_ok, value_ok) in zip(pairs, same):
+            once = reruns.get(m, 0) == 1 and shape_ok
+            missing += not (once and (value_ok or not exact))
+            wrong += not (once and value_ok)
+            wrong_in_ckpt += m in state.get("in_ckpt", ()) and not (once and value_ok)
+            recomputed += once and value_ok
+        total = sum(reruns.values())
+        row = {
+            "e": "backward", "probe": rec["probe"], "checkpointing": rec["checkpointing"],
+            "flag_from": rec["flag_from"],
+            "reruns": total, "recompute_missing": missing, "recompute_wrong": wrong,
+            # of the layers that ran inside a checkpoint: whatever checkpoints there were recomputed
+            "ckpt_not_recomputed": wrong_in_ckpt,
+        }
+        self.ctx.append_row(f"backwards.{rec['probe']}", row)
+        return {"recomputed": recomputed, "reruns": total}
 
 
 def _layer_ran(module, args):
     """Forward pre-hook on every block's `attn` and `mlp` of an observed model (torch calls it)."""
     observer = _observer[0]
     if observer is not None:
-        observer.layer_ran(module)
+        observer.layer_ran(module, args)
+
+
+# Lesson 04: where a layer runs, seen from the Python stack (`_checkpoint_regions`). A checkpoint
+# is whatever frame of torch.utils.checkpoint runs a function for it: `checkpoint()` itself (the
+# non-reentrant path calls the function from there), `CheckpointFunction.forward` (the reentrant
+# one, reached from `checkpoint()` or called directly) and the driver's counting wrapper around
+# `checkpoint()`; frames of torch (and the driver) between two of them belong to one call, a frame
+# of anyone else's code separates two.
+_cp_mod = torch.utils.checkpoint
+_CKPT_FILE = _cp_mod.__file__
+_COUNTED_CODE = _cp_mod.checkpoint.__code__ if hasattr(_cp_mod.checkpoint, "__wrapped__") else None
+_DRIVER_FILE = _COUNTED_CODE.co_filename if _COUNTED_CODE is not None else None
+_CF_FORWARD = _cp_mod.CheckpointFunction.forward.__code__
+_TORCH_DIR = _os.path.dirname(torch.__file__) + _os.sep
+_getframe = _sys._getframe
+
+
+def _checkpoint_regions():
+    """The checkpoint calls the running layer is inside, innermost first, up to the observed
+    model's forward (a checkpoint around the whole model is not one of its blocks'):
+    `[(outermost frame of the call, entered through the counted checkpoint())]`."""
+    groups = []
+    joined = False  # the frames since the last checkpoint frame were torch's or the driver's
+    f = _getframe(1)
+    stop = StepObserver.forward.__code__
+    while f is not None:
+        code = f.f_code
+        if code is stop:
+            break
+        if code is _COUNTED_CODE or code is _CF_FORWARD or (
+            code.co_name == "checkpoint" and code.co_filename == _CKPT_FILE
+        ):
+            if joined:
+                groups[-1][0] = f
+                groups[-1][1] = groups[-1][1] or code is _COUNTED_CODE
+            else:
+                groups.append([f, code is _COUNTED_CODE])
+                joined = True
+        elif joined and not (code.co_filename.startswith(_TORCH_DIR) or code.co_filename == _DRIVER_FILE):
+            joined = False
+        f = f.f_back
+    return [(frame, counted) for frame, counted in groups]
+
+
+def _fingerprint(args):
+    """A layer input's shape and two sums (device tensors: read once, at the backward's end)."""
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if x is None:
+        return None
+    with torch.no_grad():
+        d = x.detach().float()
+        return tuple(d.shape), torch.stack((d.sum(), torch.linalg.vector_norm(d)))
+
+
+def _same_fingerprints(pairs):
+    """[(same shape, same values)] of each (forward's, rerun's) fingerprint pair."""
+    out, values = [], []
+    for a, b in pairs:
+        shape_ok = a is not None and b is not None and a[0] == b[0]
+        out.append(shape_ok)
+        if shape_ok:
+            values.append(torch.stack((a[1], b[1])).cpu())
+    close = []
+    if values:
+        for (s0, n0), (s1, n1) in torch.stack(values).double().tolist():
+            # a rerun of the same ops on the same input: equal up to reduction order
+            tol = 1e-5 * n0 + 1e-6
+            close.append(abs(n0 - n1) <= tol and abs(s0 - s1) <= tol * 64)
+    it = iter(close)
+    return [(ok, next(it) if ok else False) for ok in out]
 
 
 def _layer_out(module, args, out):

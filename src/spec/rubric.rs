@@ -111,6 +111,11 @@ pub struct StepTimeSpec {
     pub cases: Vec<StepTimeCase>,
     pub min: f64,
     pub max: f64,
+    /// Each timed window of a case holds at most this much time outside its whole steps, on the
+    /// grader's cost clock (`Measurement::busy_between`): a window padded after its step (a
+    /// sleep before the closing read) is no step's time.
+    #[serde(default)]
+    pub idle: Option<IdleSpec>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
