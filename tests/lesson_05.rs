@@ -610,6 +610,65 @@ fn real_numbers_are_tied_to_their_windows() {
 }
 
 #[test]
+fn a_call_that_raised_inside_fn_is_a_call_made() {
+    // a hidden warm-up on an input that makes the model raise: its `step` has no `step_done`
+    let mut obs = recorded("solution");
+    let tr = obs
+        .traces
+        .get_mut("real.eager")
+        .expect("a real.eager trace");
+    tr.insert(
+        0,
+        Event::new("step")
+            .with("id", 999)
+            .with("inputs", json!({"idx": "other"})),
+    );
+    let v = grade_obs(obs);
+    assert_eq!(v["real_calls_match_windows"].0, Status::Fail);
+    assert!(
+        v["real_calls_match_windows"]
+            .1
+            .contains("eager: fn was called 52 times (1 of them raised inside fn: call 1)"),
+        "{}",
+        v["real_calls_match_windows"].1
+    );
+}
+
+#[test]
+fn a_window_stretched_with_idle_time_is_not_its_call() {
+    // 10 ms of the submission's own time (a sleep) before the read that closes the first steady
+    // call's window: the number is still the two reads' difference, but not that call's timing
+    let mut obs = recorded("solution");
+    let tr = obs
+        .traces
+        .get_mut("real.eager")
+        .expect("a real.eager trace");
+    let second_done = tr
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.e == "step_done")
+        .nth(1)
+        .map(|(i, _)| i)
+        .unwrap();
+    let close = (second_done..tr.len())
+        .find(|&i| tr[i].e == "timer")
+        .unwrap();
+    let c = tr[close].fields["c"]
+        .as_f64()
+        .expect("a cost stamp on the read");
+    tr[close].fields.insert("c".into(), json!(c + 0.01));
+    let v = grade_obs(obs);
+    assert_eq!(v["real_calls_match_windows"].0, Status::Fail);
+    assert!(
+        v["real_calls_match_windows"]
+            .1
+            .contains("eager: steady_s[0]'s window lasted"),
+        "{}",
+        v["real_calls_match_windows"].1
+    );
+}
+
+#[test]
 fn a_measured_case_left_out_when_time_calls_failed() {
     // the real probe failed (a broken time_calls): break_even_exact judges the hidden cases alone
     let mut obs = recorded("solution");

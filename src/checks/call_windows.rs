@@ -2,12 +2,17 @@
 //! first call, `steady_s` for each later one) are the windows its own clock reads put around each
 //! call, rebuilt from the values the driver recorded (`measurement.rs`: any two reads of one clock
 //! around that call alone, equal within the clock's resolution at the values read), and the calls
-//! made are `1 + calls`. Nothing here depends on how fast the machine was: a reported number either is the
-//! duration between two recorded clock reads around its call, or it is not.
+//! made are `1 + calls` (every entry into `fn` counts: a call that raised inside it is a call made,
+//! a hidden warm-up on an input that makes the model raise too). Nothing here depends on how fast
+//! the machine was: a reported number either is the duration between two recorded clock reads
+//! around its call, or it is not. With `idle:`, a window must also be its call: its seconds on the
+//! grader's cost clock outside the handed-over `fn()` and `sync()` calls (their `call` stamps) at
+//! most `max_s + max_share × busy` — a sleep or a spin after `fn` returns, before the closing read,
+//! makes any number "its window" (issue 38, round 4). Run-queue waits are not on that clock.
 use super::{fmt_num, Env, Outcome};
-use crate::measurement::Measurement;
+use crate::measurement::{Measurement, Source};
 use crate::observations::Absent;
-use crate::spec::rubric::CallWindowsSpec;
+use crate::spec::rubric::{CallWindowsSpec, IdleSpec};
 use crate::text;
 
 /// What one stream shows: calls matched, calls made, problems (zh, en).
@@ -31,19 +36,36 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
     let steady = super::series::list(env, &format!("{stream}.steady_s"))?;
     let m = Measurement::read(events, 1);
     let calls: Vec<usize> = (0..m.steps.len()).filter(|&k| m.steps[k].whole()).collect();
+    // every entry into fn is a call made: one that raised before returning (a stray) too
+    let entered = m.steps.len();
+    let raised: Vec<String> = (0..entered)
+        .filter(|&k| !m.steps[k].whole())
+        .map(|k| (k + 1).to_string())
+        .collect();
     let mut bad = Vec::new();
     if let Some(want) = env.resolve(&spec.calls) {
         let want = want as usize;
-        if calls.len() != want + 1 {
+        if entered != want + 1 {
+            let (zh, en) = if raised.is_empty() {
+                (String::new(), String::new())
+            } else {
+                (
+                    format!(
+                        "（其中 {} 次在 fn 里抛出异常：第 {} 次）",
+                        raised.len(),
+                        raised.join("、")
+                    ),
+                    format!(
+                        " ({} of them raised inside fn: call {})",
+                        raised.len(),
+                        raised.join(", ")
+                    ),
+                )
+            };
             bad.push((
+                format!("fn 被调用 {entered} 次{zh}，应为 1 + calls = {}", want + 1),
                 format!(
-                    "fn 被调用 {} 次，应为 1 + calls = {}",
-                    calls.len(),
-                    want + 1
-                ),
-                format!(
-                    "fn was called {} times; the contract says 1 + calls = {}",
-                    calls.len(),
+                    "fn was called {entered} times{en}; the contract says 1 + calls = {}",
                     want + 1
                 ),
             ));
@@ -68,11 +90,47 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
         // any two reads of one clock around this call alone, to the clock's resolution at the
         // values read (chained `time.time()` stamps differenced with np.diff: ~0.24 µs)
         let own = m.sources_of(&[k]);
-        if own.iter().any(|s| s.gives(reported, 1.0)) {
+        let giving: Vec<_> = own.iter().filter(|s| s.gives(reported, 1.0)).collect();
+        let stretched = match &spec.idle {
+            None => None,
+            // a pair that gives the number and holds no more of the submission's time than allowed
+            Some(idle) => match giving.iter().map(|s| stretch(&m, s, idle)).min_by(|a, b| {
+                a.map(|x| x.2 - x.3)
+                    .unwrap_or(f64::INFINITY)
+                    .total_cmp(&b.map(|x| x.2 - x.3).unwrap_or(f64::INFINITY))
+            }) {
+                None => None,
+                Some(Some(x)) if x.2 <= x.3 => None,
+                Some(x) => Some(x),
+            },
+        };
+        if !giving.is_empty() && stretched.is_none() {
             matched += 1;
             continue;
         }
         if bad.len() >= 4 {
+            continue;
+        }
+        if !giving.is_empty() {
+            bad.push(match stretched.flatten() {
+                None => (
+                    format!("第 {} 次调用的计时窗口没有评分器自己的时间戳，无法核对窗口里是不是只有这次调用", j + 1),
+                    format!(
+                        "call {}'s window carries none of the grader's own stamps: whether it timed that call alone cannot be checked",
+                        j + 1
+                    ),
+                ),
+                Some((secs, busy, own, allowed)) => (
+                    format!(
+                        "{name} 的计时窗口（评分器的时钟：{} s，不含等待 CPU 的时间）里只有 {} s 在运行交给你的 fn()/sync()，其余 {} s 是你自己的代码（sleep、空转）：超过允许的 {} s",
+                        fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
+                    ),
+                    format!(
+                        "{name}'s window lasted {} s on the grader's clock (time waiting for a CPU left out), only {} s of it inside the fn()/sync() calls handed over; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed",
+                        fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
+                    ),
+                ),
+            });
             continue;
         }
         // the innermost pair: the call's own window when its reads are consecutive
@@ -111,9 +169,16 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
     }
     Ok(Found {
         matched,
-        made: calls.len(),
+        made: entered,
         bad,
     })
+}
+
+/// A window's seconds on the grader's cost clock, those inside the handed-over calls, the rest
+/// (the submission's own) and what `idle` allows of it; `None` without the grader's stamps.
+fn stretch(m: &Measurement, s: &Source, idle: &IdleSpec) -> Option<(f64, f64, f64, f64)> {
+    let (secs, busy) = m.busy(s)?;
+    Some((secs, busy, secs - busy, idle.max_s + idle.max_share * busy))
 }
 
 pub fn evaluate(spec: &CallWindowsSpec, env: &Env) -> Outcome {

@@ -147,13 +147,20 @@ pub struct BreakEvenSpec {
 
 /// `call_windows`: for each stream S, `S.first_s` and every `S.steady_s[i]` equal the windows the
 /// submission's clock reads put around call 0 and call i + 1; with `calls`, 1 + calls calls were
-/// made and `steady_s` holds `calls` numbers. See `checks/call_windows.rs`.
+/// made (every entry into `fn` counts, one that raised too) and `steady_s` holds `calls` numbers;
+/// with `idle`, no window holds more of the submission's own time than it allows. See
+/// `checks/call_windows.rs`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallWindowsSpec {
     pub stream: Streams,
     #[serde(default)]
     pub calls: Option<Operand>,
+    /// The time each window may hold outside the calls handed over (`fn`, `sync`: their `call`
+    /// stamps on the grader's cost clock): a window stretched by a sleep or a spin is no measure
+    /// of its call. A window without the grader's stamps fails.
+    #[serde(default)]
+    pub idle: Option<IdleSpec>,
 }
 
 /// `series`: the list metric `actual` equals the list metric `expected` (relative tolerance);
