@@ -22,8 +22,8 @@ events (Rust counts them), the greedy decode in libtorch (src/reference/).
                per call, in adjacent pairs (order alternating), on its cost clock (wall time less
                the time spent waiting for a CPU): the median of the pairs' ratios
   count_syncs  what the submission's count_syncs(fn) says for a baseline and a submission train(),
-               each followed by a number of the grader's own read-backs drawn per probe
-               (`count_syncs.extra_reads`); the grader's fn
+               each followed by a number of the grader's own read-backs drawn for each fn
+               (`count_syncs.extra_reads.<who>`); the grader's fn
                emits `call {profiling_start, profiling_end}` (was a torch profiler recording when fn
                began and ended, as torch itself reports it) into `count_syncs.<who>`; after each
                count returned, the grader's own profile of the same job (`count_syncs.grader.<who>`)
@@ -50,6 +50,10 @@ _synchronize = torch.cuda.synchronize
 _profiler_enabled = torch._C._autograd._profiler_enabled
 _is_grad_enabled = torch.is_grad_enabled
 _draw = random.SystemRandom().randrange  # from os.urandom: no state the submission could read
+# the batch offset of each train-probe run ({run: offset}), drawn from os.urandom when the
+# baseline's runs are made (before the submission is imported), the two runs' different: the
+# long run's batches are not the short run's, so no run's logs are another's replayed
+_OFFSETS = {}
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
 
@@ -117,19 +121,19 @@ class Lesson:
         if self.device.type == "cuda":
             _synchronize()
 
-    def counter(self, who, marks=None, tag=None):
+    def counter(self, who, marks=None, tag=None, autograd=False):
         """The grader's read-back counter for `who`'s file (`lib.HostReads`); `marks` the step
         marks of the model trained (`lib.step_marks`), `tag` fields added to every event. A kept
         graph is looked for in what the submission's frames hold too (`held`); the baseline's
         kept graphs are judged by nothing, and it reads back every step, so it is spared the
         walk."""
         return self.ctx.lib.HostReads(self.ctx, self.files(who), self.device, marks=marks, tag=tag,
-                                      held=who != "baseline")
+                                      held=who != "baseline", autograd=autograd)
 
-    def observed(self, stream, who, fn, marks=None):
+    def observed(self, stream, who, fn, marks=None, autograd=False):
         """fn() under the grader's read-back counter for `who`'s file; events into `stream`."""
         ctx = self.ctx
-        counter = self.counter(who, marks)
+        counter = self.counter(who, marks, autograd=autograd)
         ctx.trace = trace = []
         try:
             with counter:
@@ -159,10 +163,14 @@ class Lesson:
         log_every = int(self.p["log_every"])
         fn = self.train_fn(who)
         errors = []
+        if who == "baseline":
+            seq_len = int(ctx.model_cfg["seq_len"])
+            _OFFSETS["short"] = _draw(seq_len)
+            _OFFSETS["long"] = (_OFFSETS["short"] + 1 + _draw(seq_len - 1)) % seq_len
         for run, steps in (("short", int(self.p["short_steps"])), ("long", int(self.p["long_steps"]))):
             model = self.model()
             opt = self.optimizer(model)
-            batches = self.batches(steps)
+            batches = self.batches(steps, _OFFSETS[run])
             marks, hook = self.mark_steps(model)
             logged, counter = self.observed(
                 f"host.{who}.{run}", who, lambda: fn(model, batches, opt, log_every=log_every), marks
@@ -250,7 +258,10 @@ class Lesson:
         ctx.metric("generate.max_d2h_bytes", steps * 8 * ctx.params["generate_max_bytes_per_token"])
         ctx.metric("generate.forwards_due", steps)
         hook = model.register_forward_hook(lambda m, a, o: ctx.event("forward", grad=bool(_is_grad_enabled())))
-        tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps))
+        # the counter also sends `autograd {op}` for the first result autograd recorded while
+        # generate() ran (what the forward did, not how grad mode looked to the hook above)
+        tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps),
+                                        autograd=True)
         hook.remove()
         self.record_counts("generate", counter)  # shown only
         if type(tokens) not in (list, tuple) or not all(_scalar(ctx, v, integral=True) for v in tokens):
@@ -344,16 +355,22 @@ class Lesson:
         fn says, as an event sent at once, whether torch's profiler was recording when it began
         and ended (asked of torch itself, not of anything the submission can write). Each fn
         trains `profile_steps` steps, then reads back a value of the grader's own a number of
-        times drawn from os.urandom as the probe runs (`count_syncs_extra_reads`; the same number
-        for both, so their difference is the submission's syncs saved), so no count can
+        times drawn from os.urandom for each fn (`count_syncs_extra_reads`; drawn apart, so
+        neither count follows from the other), so no count can
         be known ahead of the call; once count_syncs(fn) has returned, the grader profiles the
         same job itself (`count_syncs.grader.<who>`), out of the submission's reach."""
         ctx = self.ctx
         count_syncs = self.need("count_syncs")
         errors = []
-        extra = _draw(int(self.p["count_syncs_extra_reads"]))  # the same for both: their difference stays
-        ctx.metric("count_syncs.extra_reads", extra)
+        # drawn for each fn, never the same: neither count follows from the other (a
+        # count_syncs() that returns the first count less the syncs it saved is wrong by their
+        # difference)
+        most = int(self.p["count_syncs_extra_reads"])
+        first = _draw(most)
+        extras = {"baseline": first, "train": (first + 1 + _draw(most - 1)) % most}
         for who in ("baseline", "train"):
+            extra = extras[who]
+            ctx.metric(f"count_syncs.extra_reads.{who}", extra)
             inner, marks, hook = self.profile_job(who, extra)
 
             def fn(inner=inner):
