@@ -20,7 +20,9 @@ events (Rust counts them), the greedy decode in libtorch (src/reference/).
                the model (autograd on or off)
   timing       the grader times baseline and submission train() on the same batches, one log window
                per call, in adjacent pairs (order alternating), on its cost clock (wall time less
-               the time spent waiting for a CPU): the median of the pairs' ratios
+               the time spent waiting for a CPU): the median of the pairs' ratios; each call
+               on a fresh model and optimizer, as every call gets, its parameters' digest
+               (`timing/params/<who>/<call>`) equal to the baseline's
   count_syncs  what the submission's count_syncs(fn) says for a baseline and a submission train(),
                each followed by a number of the grader's own read-backs drawn for each fn
                (`count_syncs.extra_reads.<who>`); the grader's fn
@@ -279,11 +281,14 @@ class Lesson:
         grader's cost clock (wall time less the time spent waiting for a CPU), so being
         descheduled on a busy machine lands on neither side.
 
-        The timed calls must do the training, or their time says nothing: each side trains one
-        model through every call, each call on batches rolled by an offset drawn from os.urandom
-        as it starts (the same for both sides of a pair), so no call's result can be known or
-        made ahead of it; both sides' parameters after the last call are sent
-        (`timing/params/<who>`) and must be equal.
+        Every timed call is made as every other call of train() is (red team 4: a call that
+        recognises a model it has seen is one it can be fast in): a fresh model from the
+        grader's weights and a fresh optimizer, on batches rolled by an offset drawn from
+        os.urandom as it starts (the same for both sides of a pair), so no call's result can be
+        known or made ahead of it. The timed calls must do the training, or their time says
+        nothing: after each call a digest of the model's parameters (per tensor: the sum, and
+        a sum weighted by weights drawn as the probe runs) is sent (`timing/params/<who>/<call>`),
+        and both sides' must be equal.
 
         Every timed call is watched as every other call is (the read-back counter, the step
         marks): its read-backs, constants and kept graphs go to `host.timing` tagged with `who`
@@ -295,57 +300,65 @@ class Lesson:
         log_every, steps = int(self.p["log_every"]), int(t["steps"])
         seq_len = int(self.ctx.model_cfg["seq_len"])
         variants = ("baseline", "train")
-        setups, hooks = {}, []
-        for who in variants:
-            model = self.model()
-            marks, hook = self.mark_steps(model)
-            hooks.append(hook)
-            setups[who] = (self.train_fn(who), model, self.optimizer(model), marks)
+        fns = {who: self.train_fn(who) for who in variants}
         calls = int(t["warmup"]) + int(t["pairs"])  # per side
         per_call = math.ceil(steps / log_every) + int(self.p["readback_allowance"])
         self.ctx.metric("timing.calls", calls)
         self.ctx.metric("timing.max_readbacks", calls * per_call)
         self.ctx.metric("timing.max_factories", calls * (steps - 1))  # fewer than one per step
         count = {who: itertools.count() for who in variants}
+        gen = torch.Generator().manual_seed(_draw(2**62))
+        weights = {}  # parameter name -> the digest's weights, drawn as the probe runs
 
-        def watch(who):
-            marks = setups[who][3]
-            return self.counter(who, marks, tag={"who": who, "call": next(count[who])})
+        def digest(model):
+            rows = []
+            for name, p in model.named_parameters():
+                d = p.detach().to("cpu", torch.float64).flatten()
+                w = weights.get(name)
+                if w is None:
+                    w = weights[name] = torch.rand(d.numel(), generator=gen, dtype=torch.float64)
+                rows.append(torch.stack([d.sum(), (d * w).sum()]))
+            return torch.stack(rows)
 
-        def once(who, batches):
-            fn, model, opt, _ = setups[who]
-            return fn(model, batches, opt, log_every=log_every)
+        def once(who, batches, samples=None):
+            """One call of `who`'s train() on a fresh model and optimizer, watched; timed into
+            `samples` when given; its parameters' digest sent."""
+            k = next(count[who])
+            model = self.model()
+            opt = self.optimizer(model)
+            marks, hook = self.mark_steps(model)
+            counter = self.counter(who, marks, tag={"who": who, "call": k})
+            try:
+                self.sync()
+                with counter:
+                    t0 = clock()
+                    fns[who](model, batches, opt, log_every=log_every)
+                    self.sync()
+                    if samples is not None:
+                        samples.append(clock() - t0)
+            finally:
+                hook.remove()
+            self.ctx.save_tensor(f"timing/params/{who}/{k}", digest(model))
 
         def drawn():
             offset = _draw(seq_len)
             return {who: self.batches(steps, offset) for who in variants}
 
         self.ctx.trace = trace = []
+        samples = {who: [] for who in variants}
         try:
             for _ in range(int(t["warmup"])):
                 batches = drawn()
                 for who in variants:
-                    with watch(who):
-                        once(who, batches[who])
-            samples = {who: [] for who in variants}
+                    once(who, batches[who])
             for r in range(int(t["pairs"])):
                 batches = drawn()
                 for who in variants if r % 2 == 0 else variants[::-1]:
-                    counter = watch(who)
-                    self.sync()
-                    with counter:
-                        t0 = clock()
-                        once(who, batches[who])
-                        self.sync()
-                        samples[who].append(clock() - t0)
+                    once(who, batches[who], samples[who])
         finally:
-            for hook in hooks:
-                hook.remove()
             self.ctx.trace = None
             self.ctx.traces["host.timing"] = trace
         for who in variants:
-            for name, p in setups[who][1].named_parameters():
-                self.ctx.save_tensor(f"timing/params/{who}/{name}", p)
             self.ctx.metric(f"timing.{who}.median_s", statistics.median(samples[who]))
         ratios = [s / b for s, b in zip(samples["train"], samples["baseline"])]
         self.ctx.metric("timing.ratio", statistics.median(ratios))
