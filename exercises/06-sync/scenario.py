@@ -20,10 +20,12 @@ events (Rust counts them), the greedy decode in libtorch (src/reference/).
                the model (autograd on or off)
   timing       the grader times baseline and submission train() on the same batches, one log window
                per call, in adjacent pairs (order alternating), on its cost clock (wall time less
-               the time spent waiting for a CPU): the median of the pairs' ratios
+               the time spent waiting for a CPU): the median of the pairs' ratios; each call
+               on a fresh model and optimizer, as every call gets, its parameters' digest
+               (`timing/params/<who>/<call>`) equal to the baseline's
   count_syncs  what the submission's count_syncs(fn) says for a baseline and a submission train(),
-               each followed by a number of the grader's own read-backs drawn per probe
-               (`count_syncs.extra_reads`); the grader's fn
+               each followed by a number of the grader's own read-backs drawn for each fn
+               (`count_syncs.extra_reads.<who>`); the grader's fn
                emits `call {profiling_start, profiling_end}` (was a torch profiler recording when fn
                began and ended, as torch itself reports it) into `count_syncs.<who>`; after each
                count returned, the grader's own profile of the same job (`count_syncs.grader.<who>`)
@@ -50,6 +52,10 @@ _synchronize = torch.cuda.synchronize
 _profiler_enabled = torch._C._autograd._profiler_enabled
 _is_grad_enabled = torch.is_grad_enabled
 _draw = random.SystemRandom().randrange  # from os.urandom: no state the submission could read
+# the batch offset of each train-probe run ({run: offset}), drawn from os.urandom when the
+# baseline's runs are made (before the submission is imported), the two runs' different: the
+# long run's batches are not the short run's, so no run's logs are another's replayed
+_OFFSETS = {}
 ProbeFailed = Exception  # replaced by the driver's class in run()
 
 
@@ -117,19 +123,19 @@ class Lesson:
         if self.device.type == "cuda":
             _synchronize()
 
-    def counter(self, who, marks=None, tag=None):
+    def counter(self, who, marks=None, tag=None, autograd=False):
         """The grader's read-back counter for `who`'s file (`lib.HostReads`); `marks` the step
         marks of the model trained (`lib.step_marks`), `tag` fields added to every event. A kept
         graph is looked for in what the submission's frames hold too (`held`); the baseline's
         kept graphs are judged by nothing, and it reads back every step, so it is spared the
         walk."""
         return self.ctx.lib.HostReads(self.ctx, self.files(who), self.device, marks=marks, tag=tag,
-                                      held=who != "baseline")
+                                      held=who != "baseline", autograd=autograd)
 
-    def observed(self, stream, who, fn, marks=None):
+    def observed(self, stream, who, fn, marks=None, autograd=False):
         """fn() under the grader's read-back counter for `who`'s file; events into `stream`."""
         ctx = self.ctx
-        counter = self.counter(who, marks)
+        counter = self.counter(who, marks, autograd=autograd)
         ctx.trace = trace = []
         try:
             with counter:
@@ -159,10 +165,14 @@ class Lesson:
         log_every = int(self.p["log_every"])
         fn = self.train_fn(who)
         errors = []
+        if who == "baseline":
+            seq_len = int(ctx.model_cfg["seq_len"])
+            _OFFSETS["short"] = _draw(seq_len)
+            _OFFSETS["long"] = (_OFFSETS["short"] + 1 + _draw(seq_len - 1)) % seq_len
         for run, steps in (("short", int(self.p["short_steps"])), ("long", int(self.p["long_steps"]))):
             model = self.model()
             opt = self.optimizer(model)
-            batches = self.batches(steps)
+            batches = self.batches(steps, _OFFSETS[run])
             marks, hook = self.mark_steps(model)
             logged, counter = self.observed(
                 f"host.{who}.{run}", who, lambda: fn(model, batches, opt, log_every=log_every), marks
@@ -250,7 +260,10 @@ class Lesson:
         ctx.metric("generate.max_d2h_bytes", steps * 8 * ctx.params["generate_max_bytes_per_token"])
         ctx.metric("generate.forwards_due", steps)
         hook = model.register_forward_hook(lambda m, a, o: ctx.event("forward", grad=bool(_is_grad_enabled())))
-        tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps))
+        # the counter also sends `autograd {op}` for the first result autograd recorded while
+        # generate() ran (what the forward did, not how grad mode looked to the hook above)
+        tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps),
+                                        autograd=True)
         hook.remove()
         self.record_counts("generate", counter)  # shown only
         if type(tokens) not in (list, tuple) or not all(_scalar(ctx, v, integral=True) for v in tokens):
@@ -268,11 +281,14 @@ class Lesson:
         grader's cost clock (wall time less the time spent waiting for a CPU), so being
         descheduled on a busy machine lands on neither side.
 
-        The timed calls must do the training, or their time says nothing: each side trains one
-        model through every call, each call on batches rolled by an offset drawn from os.urandom
-        as it starts (the same for both sides of a pair), so no call's result can be known or
-        made ahead of it; both sides' parameters after the last call are sent
-        (`timing/params/<who>`) and must be equal.
+        Every timed call is made as every other call of train() is (red team 4: a call that
+        recognises a model it has seen is one it can be fast in): a fresh model from the
+        grader's weights and a fresh optimizer, on batches rolled by an offset drawn from
+        os.urandom as it starts (the same for both sides of a pair), so no call's result can be
+        known or made ahead of it. The timed calls must do the training, or their time says
+        nothing: after each call a digest of the model's parameters (per tensor: the sum, and
+        a sum weighted by weights drawn as the probe runs) is sent (`timing/params/<who>/<call>`),
+        and both sides' must be equal.
 
         Every timed call is watched as every other call is (the read-back counter, the step
         marks): its read-backs, constants and kept graphs go to `host.timing` tagged with `who`
@@ -284,57 +300,65 @@ class Lesson:
         log_every, steps = int(self.p["log_every"]), int(t["steps"])
         seq_len = int(self.ctx.model_cfg["seq_len"])
         variants = ("baseline", "train")
-        setups, hooks = {}, []
-        for who in variants:
-            model = self.model()
-            marks, hook = self.mark_steps(model)
-            hooks.append(hook)
-            setups[who] = (self.train_fn(who), model, self.optimizer(model), marks)
+        fns = {who: self.train_fn(who) for who in variants}
         calls = int(t["warmup"]) + int(t["pairs"])  # per side
         per_call = math.ceil(steps / log_every) + int(self.p["readback_allowance"])
         self.ctx.metric("timing.calls", calls)
         self.ctx.metric("timing.max_readbacks", calls * per_call)
         self.ctx.metric("timing.max_factories", calls * (steps - 1))  # fewer than one per step
         count = {who: itertools.count() for who in variants}
+        gen = torch.Generator().manual_seed(_draw(2**62))
+        weights = {}  # parameter name -> the digest's weights, drawn as the probe runs
 
-        def watch(who):
-            marks = setups[who][3]
-            return self.counter(who, marks, tag={"who": who, "call": next(count[who])})
+        def digest(model):
+            rows = []
+            for name, p in model.named_parameters():
+                d = p.detach().to("cpu", torch.float64).flatten()
+                w = weights.get(name)
+                if w is None:
+                    w = weights[name] = torch.rand(d.numel(), generator=gen, dtype=torch.float64)
+                rows.append(torch.stack([d.sum(), (d * w).sum()]))
+            return torch.stack(rows)
 
-        def once(who, batches):
-            fn, model, opt, _ = setups[who]
-            return fn(model, batches, opt, log_every=log_every)
+        def once(who, batches, samples=None):
+            """One call of `who`'s train() on a fresh model and optimizer, watched; timed into
+            `samples` when given; its parameters' digest sent."""
+            k = next(count[who])
+            model = self.model()
+            opt = self.optimizer(model)
+            marks, hook = self.mark_steps(model)
+            counter = self.counter(who, marks, tag={"who": who, "call": k})
+            try:
+                self.sync()
+                with counter:
+                    t0 = clock()
+                    fns[who](model, batches, opt, log_every=log_every)
+                    self.sync()
+                    if samples is not None:
+                        samples.append(clock() - t0)
+            finally:
+                hook.remove()
+            self.ctx.save_tensor(f"timing/params/{who}/{k}", digest(model))
 
         def drawn():
             offset = _draw(seq_len)
             return {who: self.batches(steps, offset) for who in variants}
 
         self.ctx.trace = trace = []
+        samples = {who: [] for who in variants}
         try:
             for _ in range(int(t["warmup"])):
                 batches = drawn()
                 for who in variants:
-                    with watch(who):
-                        once(who, batches[who])
-            samples = {who: [] for who in variants}
+                    once(who, batches[who])
             for r in range(int(t["pairs"])):
                 batches = drawn()
                 for who in variants if r % 2 == 0 else variants[::-1]:
-                    counter = watch(who)
-                    self.sync()
-                    with counter:
-                        t0 = clock()
-                        once(who, batches[who])
-                        self.sync()
-                        samples[who].append(clock() - t0)
+                    once(who, batches[who], samples[who])
         finally:
-            for hook in hooks:
-                hook.remove()
             self.ctx.trace = None
             self.ctx.traces["host.timing"] = trace
         for who in variants:
-            for name, p in setups[who][1].named_parameters():
-                self.ctx.save_tensor(f"timing/params/{who}/{name}", p)
             self.ctx.metric(f"timing.{who}.median_s", statistics.median(samples[who]))
         ratios = [s / b for s, b in zip(samples["train"], samples["baseline"])]
         self.ctx.metric("timing.ratio", statistics.median(ratios))
@@ -344,16 +368,22 @@ class Lesson:
         fn says, as an event sent at once, whether torch's profiler was recording when it began
         and ended (asked of torch itself, not of anything the submission can write). Each fn
         trains `profile_steps` steps, then reads back a value of the grader's own a number of
-        times drawn from os.urandom as the probe runs (`count_syncs_extra_reads`; the same number
-        for both, so their difference is the submission's syncs saved), so no count can
+        times drawn from os.urandom for each fn (`count_syncs_extra_reads`; drawn apart, so
+        neither count follows from the other), so no count can
         be known ahead of the call; once count_syncs(fn) has returned, the grader profiles the
         same job itself (`count_syncs.grader.<who>`), out of the submission's reach."""
         ctx = self.ctx
         count_syncs = self.need("count_syncs")
         errors = []
-        extra = _draw(int(self.p["count_syncs_extra_reads"]))  # the same for both: their difference stays
-        ctx.metric("count_syncs.extra_reads", extra)
+        # drawn for each fn, never the same: neither count follows from the other (a
+        # count_syncs() that returns the first count less the syncs it saved is wrong by their
+        # difference)
+        most = int(self.p["count_syncs_extra_reads"])
+        first = _draw(most)
+        extras = {"baseline": first, "train": (first + 1 + _draw(most - 1)) % most}
         for who in ("baseline", "train"):
+            extra = extras[who]
+            ctx.metric(f"count_syncs.extra_reads.{who}", extra)
             inner, marks, hook = self.profile_job(who, extra)
 
             def fn(inner=inner):

@@ -810,6 +810,11 @@ DISPATCH = _Frozen({
 # Calls that hand host code the tensor's own memory (a numpy array, a DLPack capsule): on a CPU
 # run they get a copy, as they would on a device, so a later read through it is not free.
 _VIEWS = frozenset(("numpy", "__array__", "__dlpack__"))
+# Calls whose result is memory host code reaches outside torch: numpy's (`from_numpy`), a file's
+# pages (`from_file`: a second mapping of the same file, `numpy.memmap`, reads them with no torch
+# call). On a CPU run they are host memory from birth (`UntypedStorage.from_file` too:
+# `_storage_from_file_watched`).
+_HOST_MADE = frozenset(("from_numpy", "from_file"))
 # Calls whose aten ops are not looked at one by one (a whole backward: hundreds of ops); what
 # they read back is still in the grader's profiler count, and the Python that autograd runs in
 # them (hooks) is watched as any call of the watched code (`_engine_run_watched`).
@@ -830,6 +835,25 @@ _ACTIVE = []
 # first one on (the one around the submission's import included): memory is host memory for the
 # whole process, not for one counter's calls, so an array made at import is still the host's.
 _HOST = {}
+# Constants (StorageImpl address -> weak reference): the memory of tensors made from Python values
+# only (a factory's result, and new tensors computed from constants only), shared by every counter
+# like `_HOST` (a constant made at import is one in every later call). `HostReads._constants`.
+_CONST = {}
+
+
+def _note(table, t):
+    s = _storage(t)
+    if s is None:
+        return
+    if len(table) > 4096:
+        for k in [k for k, r in table.items() if r.expired()]:
+            del table[k]
+    table[s._cdata] = _StorageWeakRef(s)
+
+
+def _known(table, s):
+    ref = table.get(s._cdata) if s is not None else None
+    return ref is not None and not ref.expired()
 _dispatch_len = torch._C._len_torch_dispatch_stack
 _dispatch_at = torch._C._get_dispatch_stack_at
 _dispatch_pop = torch._C._pop_torch_dispatch_stack
@@ -901,18 +925,48 @@ def _copy(t):
     return c
 
 
+class _Alive:
+    """A no-op pre-hook put on a step's loss node: autograd holds it as long as the node lives,
+    so a weak reference to it says whether the node (the step's graph) is still alive, wherever
+    it is held (a tensor's attribute, a closure, containers any levels down)."""
+
+    __slots__ = ("__weakref__",)
+
+    def __call__(self, grad_outputs):
+        return None
+
+
+class _Marks(dict):
+    """`step_marks`' table: {autograd node sequence number: step}, and `alive`, {step: weak
+    reference to that step's `_Alive` probe}."""
+
+    def __init__(self):
+        super().__init__()
+        self.alive = {}
+
+    def living(self):
+        """The marked steps whose loss node is alive now."""
+        return {k for k, r in self.alive.items() if r() is not None}
+
+
 def step_marks(model):
     """A table of the grader's own, {autograd node sequence number: step}, and the forward hook
-    that fills it: each forward's loss node (`out[1]`) numbered in order. Nothing is written on
-    the node (its public `metadata` is the submission's to clear): `graph_steps` looks the nodes
-    up here. Returns (marks, hook handle)."""
-    marks, step = {}, [0]
+    that fills it: each forward's loss node (`out[1]`) numbered in order, with a liveness probe
+    on it (`_Alive`). Nothing is written on the node (its public `metadata` is the submission's
+    to clear): `graph_steps` looks the nodes up here. Returns (marks, hook handle)."""
+    marks, step = _Marks(), [0]
 
     def hook(module, args, out):
         loss = out[1] if isinstance(out, tuple) and len(out) > 1 else None
         fn = loss.grad_fn if isinstance(loss, _Tensor) else None
         if fn is not None:
             marks[fn._sequence_nr()] = step[0]
+            probe = _Alive()
+            try:
+                fn.register_prehook(probe)
+                marks.alive[step[0]] = _weakref.ref(probe)
+            except (AttributeError, RuntimeError, TypeError):
+                pass
             step[0] += 1
 
     return marks, model.register_forward_hook(hook)
@@ -998,13 +1052,17 @@ class HostReads(_TorchFunctionMode):
     the active trace and in `self.readbacks` / `self.factories`.
     """
 
-    def __init__(self, ctx, files, device, *, marks=None, tag=None, held=True):
+    def __init__(self, ctx, files, device, *, marks=None, tag=None, held=True, autograd=False):
         super().__init__()
         self.ctx = ctx
         self.files = {_os.path.abspath(f) for f in files}
         self.cpu_run = torch.device(device).type == "cpu"
         self.marks = {} if marks is None else marks
-        self.held = held  # kept graphs: also what the watched code's frames hold (`_held_steps`)
+        self.held = held  # kept graphs: also the steps' graphs still alive (`_held_steps`)
+        # `autograd`: the first torch call made while watched whose result autograd records
+        # (it requires grad: the call ran with grad mode on, on a parameter) is an event
+        # `autograd {op}`, what the call did, however grad mode looked to anyone who asked
+        self.autograd = autograd
         self.tag = dict(tag or {})
         self.readbacks = []
         self.factories = []
@@ -1013,6 +1071,7 @@ class HostReads(_TorchFunctionMode):
         self.direct = True  # the last call attributed was made by the watched code's own line
         self._crossed_last = None
         self._host = _HOST  # CPU runs: host memory, shared by every counter (see `_HOST`)
+        self._made = {}  # line -> constants derived from constants there, in this call
         self._below = None
 
     def __enter__(self):
@@ -1119,30 +1178,19 @@ class HostReads(_TorchFunctionMode):
             self.ctx.event("kept_graph", steps=len(steps), line=line, **self.tag)
 
     def _held_steps(self):
-        """The marked steps whose loss is still reached by the autograd graph of any tensor the
-        watched code holds at this moment (issue 38, memory is what's alive): its frames' locals
-        and its module's globals, and what they hold one or two levels down (lists, tuples,
-        dicts, sets, objects' attributes). A running sum kept without `.detach()` keeps every
-        step's graph alive whatever tensor is read back (`loss_sum.detach().item()`)."""
-        held, frames = [], []
-        f = _sys._getframe(2)
-        while f is not None:
-            if f.f_code.co_filename in self.files or _os.path.abspath(f.f_code.co_filename) in self.files:
-                frames.append(f)
-            f = f.f_back
-        if not frames:
+        """The marked steps whose loss node is still alive at this read-back, wherever it is
+        held (issue 38, memory is what's alive; red team 4: a tensor's attribute, three
+        containers down): the probes of `step_marks` (`_Marks.living`). The newest step and
+        the one before it may be alive (the loop's `loss`, a `last_loss` kept for a message);
+        older ones alive beside them are a graph kept across steps (a running sum kept without
+        `.detach()`, whatever tensor is read back). What is alive is alive: a graph only
+        garbage in a reference cycle holds is still memory held at the read-back (and a
+        collection here would be time charged to the submission's timed calls)."""
+        alive = getattr(self.marks, "living", None)
+        if alive is None:
             return set()
-        seen = set()
-        for fr in frames:
-            try:
-                spaces = (fr.f_locals, fr.f_globals)
-            except Exception:  # noqa: BLE001 (a frame that cannot be read holds nothing of ours)
-                continue
-            for space in spaces:
-                for v in list(space.values()):
-                    _collect(v, held, seen, 2)
-        del frames, f
-        return graphs_steps(held, self.marks)
+        steps = alive()
+        return steps if len(steps) > 2 else set()
 
     def _unseen(self, func, args, kwargs, table):
         """An aten op reached outside every torch function of the watched code."""
@@ -1197,7 +1245,10 @@ class HostReads(_TorchFunctionMode):
         line = self._caller_line()
         if line is None and not self._host:
             # not the watched code's call, and no host memory to follow: nothing to count
-            return self._call(func, args, kwargs)
+            out = self._call(func, args, kwargs)
+            if self.autograd:
+                self._recorded(func, out)
+            return out
         name = getattr(func, "__name__", "")
         ins = _flat(args, kwargs)
         tensors = [a for a in ins if isinstance(a, _Tensor)]
@@ -1243,12 +1294,13 @@ class HostReads(_TorchFunctionMode):
                     op, nbytes = crossed[0]
                     self._readback(t, f"{name}:{op}", nbytes, line)
                     counted = True
-        if line is not None and not counted and (
-            name in _factories or (not tensors and name != "frombuffer" and _tensors(out))
-        ):
-            self._record("factory", {"op": name, "line": line})
+        if line is not None and not counted:
+            made = name in _factories or (not tensors and name != "frombuffer" and bool(_tensors(out)))
+            if made:
+                self._record("factory", {"op": name, "line": line})
+            self._constants(name, args, tensors, out, made, line)
         if cpu:
-            if isinstance(out, _Tensor) and (name == "from_numpy" or _aliases_host(args, kwargs, out)):
+            if isinstance(out, _Tensor) and (name in _HOST_MADE or _aliases_host(args, kwargs, out)):
                 # numpy's memory (a buffer's) is the host's: `from_numpy`, and any call whose
                 # result is a view of an array or buffer it was handed (`as_tensor`, `asarray`,
                 # `from_dlpack` of a numpy array)
@@ -1256,7 +1308,50 @@ class HostReads(_TorchFunctionMode):
             elif self._host:
                 written = (args[0],) if name == "__setitem__" and src is not None else ()
                 self._moved(ins, _tensors(out), written, name, None if counted else line)
+        if self.autograd:
+            self._recorded(func, out)
         return out
+
+    def _constants(self, name, args, tensors, out, made, line):
+        """Constants followed by what they are (`_CONST`), not by the name of the call that made
+        them: a factory's result is a constant, and so is a new tensor computed from constants
+        only (`proto.clone()`, `base * 2`: what `torch.full_like(proto, n)` is in two calls).
+        Made again by the same line of the watched code's own in the same call (a loop), such a
+        tensor is a constant made in the loop: `factory {op, line}` from its second time on (a
+        constant built in a few calls before the loop counts once, as its factory). A write of
+        anything else into a constant (`acc += loss.detach()`, `buf[i] = x`) makes it data."""
+        table = _CONST
+        if made:
+            for t in _tensors(out):
+                _note(table, t)
+            return
+        if not tensors or not table or not self.direct:
+            return
+        ins = [_storage(t) for t in tensors]
+        const = all(_known(table, x) for x in ins)
+        mine = {x._cdata for x in ins if x is not None}
+        if const:
+            new = [t for t in _tensors(out) if (x := _storage(t)) is not None and x._cdata not in mine]
+            if new:
+                for t in new:
+                    _note(table, t)
+                n = self._made[line] = self._made.get(line, 0) + 1
+                if n > 1:
+                    self._record("factory", {"op": name, "line": line})
+            return
+        dest = args[0] if args and isinstance(args[0], _Tensor) else None
+        d = _storage(dest) if dest is not None else None
+        if d is None or d._cdata not in table:
+            return
+        o = _storage(out) if isinstance(out, _Tensor) else None
+        if name == "__setitem__" or (o is not None and o._cdata == d._cdata):
+            del table[d._cdata]  # data written into it
+
+    def _recorded(self, func, out):
+        """`autograd {op}` (once) when `out` is a result autograd recorded."""
+        if isinstance(out, _Tensor) and out.requires_grad and out.grad_fn is not None:
+            self.autograd = False
+            self.ctx.event("autograd", op=getattr(func, "__name__", "?"), **self.tag)
 
     def _call(self, func, args, kwargs, look=False):
         """func() with the dispatch mode below set aside (when it is on top, as it is unless
@@ -1294,33 +1389,6 @@ class HostReads(_TorchFunctionMode):
             self._crossed_last = self.crossed
             self.crossed = outer
             self.depth -= 1
-
-
-def _collect(v, out, seen, depth):
-    """The tensors `v` is or holds (containers and objects' attributes, `depth` levels down)."""
-    if isinstance(v, _Tensor):
-        out.append(v)
-        return
-    if depth <= 0 or len(out) > 4096 or id(v) in seen:
-        return
-    t = type(v)
-    if t in (list, tuple, set, frozenset):
-        seen.add(id(v))
-        for x in list(v)[:4096]:
-            _collect(x, out, seen, depth - 1)
-    elif t is dict:
-        seen.add(id(v))
-        for x in list(v.values())[:4096]:
-            _collect(x, out, seen, depth - 1)
-    elif not isinstance(v, (type, type(_os), torch.nn.Module)) and not callable(v):
-        try:
-            d = object.__getattribute__(v, "__dict__")
-        except (AttributeError, TypeError):
-            return
-        if type(d) is dict:
-            seen.add(id(v))
-            for x in list(d.values())[:4096]:
-                _collect(x, out, seen, depth - 1)
 
 
 _BUFFERS = (_np.ndarray, bytearray, memoryview, bytes)
@@ -1384,11 +1452,25 @@ def _engine_run_watched(*args, **kwargs):
         _function_pop()
 
 
+_storage_from_file = torch.UntypedStorage.from_file
+
+
+def _storage_from_file_watched(*args, **kwargs):
+    """What `torch.UntypedStorage.from_file` is from the moment this module is loaded (and so
+    `TypedStorage.from_file`, which calls it): a storage of a file's pages, which host code
+    reaches outside torch (`numpy.memmap` of the same file), so host memory from birth, in the
+    table every counter shares (`_HOST`)."""
+    s = _storage_from_file(*args, **kwargs)
+    _HOST[s._cdata] = _StorageWeakRef(s)
+    return s
+
+
 _function_len = torch._C._len_torch_function_stack
 _function_at = torch._C._get_function_stack_at
 _function_push = torch._C._push_on_torch_function_stack
 _function_pop = torch._C._pop_torch_function_stack
 torch.frombuffer = _frombuffer_watched
+torch.UntypedStorage.from_file = staticmethod(_storage_from_file_watched)
 torch.autograd._engine_run_backward = _engine_run_watched
 
 
@@ -1583,4 +1665,4 @@ _no_subclass = torch._C.DisableTorchFunctionSubclass
 # own frames) and the wrapped `torch.frombuffer`.
 ENTRY_POINTS = (ObservedTinyGPT.forward, SimDevice.sync, HostReads.__torch_function__,
                 HostReads._frombuffer, _Unseen.__torch_dispatch__, _frombuffer_watched,
-                _engine_run_watched)
+                _engine_run_watched, _storage_from_file_watched, _Alive.__call__)

@@ -728,11 +728,11 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             };
             match (&t.count, &t.each, t.expect) {
                 (Some(kind), None, None) => {
-                    // lesson 06 adds its read-back instrument's events (lib.py HostReads), the
-                    // model's `forward {grad}` and count_syncs()'s `call`; lesson 05's dynamo
-                    // watch `graph` and `graph_break` (and its own `call`);
+                    // lesson 06 adds its read-back instrument's events (lib.py HostReads, its
+                    // `autograd` too), the model's `forward {grad}` and count_syncs()'s `call`;
+                    // lesson 05's dynamo watch `graph` and `graph_break` (and its own `call`);
                     // lesson 03 `empty_cache`
-                    const KINDS: [&str; 13] = [
+                    const KINDS: [&str; 14] = [
                         "ckpt",
                         "sync",
                         "timer",
@@ -741,6 +741,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                         "readback",
                         "factory",
                         "kept_graph",
+                        "autograd",
                         "forward",
                         "graph",
                         "graph_break",
