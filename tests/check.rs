@@ -151,7 +151,7 @@ fn a_broken_bound_fails_the_solution_naming_rubric_and_criterion() {
         "the reference solution solutions/04-checkpoint/exercise.py (run 1, seed ",
         "fails `activation_bytes_halved`: the solution or the bound in rubrics/04-checkpoint.yaml is wrong",
         "│ ✘ activation_bytes_halved: ",
-        "bound ≤ 1.000e-4]",
+        "bound ≤ 1.000e-4",
         "total run time",
     ] {
         assert!(run.stdout.contains(want), "want {want:?} in:\n{}", run.stdout);
