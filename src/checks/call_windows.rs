@@ -122,11 +122,11 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
                 ),
                 Some((secs, busy, own, allowed)) => (
                     format!(
-                        "{name} 的计时窗口（评分器的时钟：{} s，不含等待 CPU 的时间）里只有 {} s 在运行交给你的 fn()/sync()，其余 {} s 是你自己的代码（sleep、空转）：超过允许的 {} s",
+                        "{name} 的计时窗口（评分器的时钟：{} s，不含等待 CPU 的时间，含本进程其他线程的 CPU 时间）里只有 {} s 在运行交给你的 fn()/sync()，其余 {} s 是你自己的代码（sleep、空转）：超过允许的 {} s",
                         fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     ),
                     format!(
-                        "{name}'s window lasted {} s on the grader's clock (time waiting for a CPU left out), only {} s of it inside the fn()/sync() calls handed over; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed",
+                        "{name}'s window lasted {} s on the grader's clock (time waiting for a CPU left out, CPU time of your process's other threads counted), only {} s of it inside the fn()/sync() calls handed over; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed",
                         fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     ),
                 ),

@@ -77,11 +77,11 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
                 let total = timed.len();
                 padded.push(text!(
                     format!(
-                        "{label}：{total} 个计时窗口中有 {n} 个在完整训练步之外花了过多时间；例如第 {} 个（评分器的时钟：{} s，不含等待 CPU 的时间）只有 {} s 在训练步里，其余 {} s 是你自己的代码（sleep、空转），超过允许的 {} s：窗口必须只计时训练步本身",
+                        "{label}：{total} 个计时窗口中有 {n} 个在完整训练步之外花了过多时间；例如第 {} 个（评分器的时钟：{} s，不含等待 CPU 的时间，含本进程其他线程的 CPU 时间）只有 {} s 在训练步里，其余 {} s 是你自己的代码（sleep、空转），超过允许的 {} s：窗口必须只计时训练步本身",
                         k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     ),
                     format!(
-                        "{label}: {n} of {total} timed windows spent too long outside their whole steps; e.g. window #{} lasted {} s on the grader's clock (time waiting for a CPU left out), only {} s of it inside its step; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed: a window times the step, not idle time after it",
+                        "{label}: {n} of {total} timed windows spent too long outside their whole steps; e.g. window #{} lasted {} s on the grader's clock (time waiting for a CPU left out, CPU time of your process's other threads counted), only {} s of it inside its step; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed: a window times the step, not idle time after it",
                         k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     )
                 ));

@@ -561,11 +561,11 @@ fn idle_windows(m: &Measurement, sources: &[Source], idle: &IdleSpec) -> Option<
                 "",
                 text!(
                     format!(
-                        "第 {} 个样本的计时窗口（评分器的时钟：{} s，不含等待 CPU 的时间）里只有 {} s 在运行交给你的 step()/sync()，其余 {} s 是你自己的代码（sleep、空转）：超过允许的 {} s。样本必须是计时的工作本身，不能用空闲时间把窗口拉长",
+                        "第 {} 个样本的计时窗口（评分器的时钟：{} s，不含等待 CPU 的时间，含本进程其他线程的 CPU 时间）里只有 {} s 在运行交给你的 step()/sync()，其余 {} s 是你自己的代码（sleep、空转）：超过允许的 {} s。样本必须是计时的工作本身，不能用空闲时间把窗口拉长",
                         k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     ),
                     format!(
-                        "sample #{}'s window lasted {} s on the grader's clock (time waiting for a CPU left out), only {} s of it inside the step()/sync() calls handed over; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed. A sample is the work timed, not a window stretched with idle time",
+                        "sample #{}'s window lasted {} s on the grader's clock (time waiting for a CPU left out, CPU time of your process's other threads counted), only {} s of it inside the step()/sync() calls handed over; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed. A sample is the work timed, not a window stretched with idle time",
                         k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     )
                 ),
