@@ -16,6 +16,7 @@ pub mod series;
 pub mod stats;
 pub mod step_time;
 pub mod trace;
+mod trace_expect;
 
 use crate::device::Device;
 use crate::i18n::Text;
