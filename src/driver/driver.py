@@ -502,6 +502,11 @@ def _install_saved_hooks(ctx, torch):
                         ctx.event("saved", h=_h, p=ptr, n=n)
                     return _pack(t)
 
+                # torch calls it, from the submission's own frame when the op that saves is a C
+                # builtin called there (`torch.mul(x, s)` inside the submission's hooks): an entry,
+                # as `HostReads.__torch_function__` is; only torch holds it
+                _entry(pack)
+
             push(pack, self.unpack_hook)
 
     saved_tensors_hooks.__module__ = real.__module__
