@@ -299,7 +299,8 @@ class StepObserver:
       contract lets the loss be computed outside) and reached the embedding's output in the same
       backward (the same graph task: two separate `autograd.grad` calls, one from the loss and one
       at the embedding, make no step);
-    - ran every layer of the model in its forward, each of them, and went back through every one
+    - ran every layer of the model in its forward on every position of the batch (at once or in
+      micro-batches: one row run and broadcast back is no step), and went back through every one
       (hooks on each `attn` / `mlp` output, or on its recomputation inside a checkpoint): a
       blocks_fn that runs one layer, or whose output reaches the embedding around the blocks
       (`out.detach() + (x - x.detach())`), backpropagates no whole model;
@@ -338,7 +339,11 @@ class StepObserver:
         state = self.current
         if state is not None:
             state["layers"] += 1
-            state["ran"].add(id(module))
+            # a layer ran on the batch when it took in every position of it, at once or over
+            # several calls (micro-batches): one row of it, broadcast back, is no step's work
+            state["pos"][id(module)] = state["pos"].get(id(module), 0) + _positions(args)
+            if state["pos"][id(module)] >= state["need"]:
+                state["ran"].add(id(module))
             if self.checkpoints:
                 self._where(state, module, args)
             elif self.ctx.ckpt_depth:
@@ -421,11 +426,13 @@ class StepObserver:
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock(), c=ctx.cost_clock())
         before = ctx.tally("ckpt")
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
-                 "ran": set(), "back": set(), "loss": True, "recomputed": 0, "done": False,
+                 "ran": set(), "pos": {}, "need": 0, "back": set(), "loss": True, "recomputed": 0,
+                 "done": False,
                  "grads": None, "frames": [], "counted": [], "where": {}, "fp": {},
                  "reruns": {}, "refp": {}, "blocks": model.blocks,
                  "all": {id(m) for b in model.blocks for m in (b.attn, b.mlp)}}
         x = model.embed(idx)
+        state["need"] = _positions((x,))  # the batch's positions: what every layer must take in
         if grad and x.requires_grad:
 
             def reached_embedding(g, state=state):
@@ -554,6 +561,15 @@ class StepObserver:
         }
         self.ctx.append_row(f"backwards.{rec['probe']}", row)
         return {"recomputed": recomputed, "reruns": total}
+
+
+def _positions(args):
+    """The positions (batch × sequence rows, the last dimension being the features) a layer's
+    first tensor argument holds; 0 without one."""
+    t = args[0] if args else None
+    if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[-1] == 0:
+        return 0
+    return t.numel() // t.shape[-1]
 
 
 def _layer_ran(module, args):
