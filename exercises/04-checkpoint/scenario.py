@@ -152,22 +152,31 @@ class Lesson:
         shapes, bytes measured in another model, in an earlier call, or in a forward of the other
         variant (hooks hiding the blocks' saves in a forward that checkpoints nothing) are none of
         them. Which inputs the forward ran on is judged elsewhere (compare_same_inputs; the bytes
-        must also equal the grader's own for that variant on that call's batch)."""
+        must also equal the grader's own for that variant on that call's batch).
+
+        A forward's bytes are a hooks' entry's only when the entry was entered before the forward
+        began (it saw the whole forward, not a tensor handed to hooks entered inside the blocks)
+        and the forward ran every layer on the whole batch (`fwd_end {whole}`): bytes measured on
+        a slice of the batch and scaled up, then shown to a hook in a forward of one row, are none
+        of them (red team 5)."""
         seen = {}
-        windows = []  # forwards running now: (id, autograd on, {h: {p: n}})
+        entered = set()  # hooks' entries entered so far (`hooks {h}` events)
+        windows = []  # forwards running now: (id, autograd on, {h: {p: n}}, entries before it)
         for ev in trace:
             kind = ev.get("e")
-            if kind == "step":
-                windows.append((ev.get("id"), bool(ev.get("grad")), {}))
+            if kind == "hooks":
+                entered.add(ev.get("h"))
+            elif kind == "step":
+                windows.append((ev.get("id"), bool(ev.get("grad")), {}, frozenset(entered)))
             elif kind == "saved":
-                if windows and ev.get("p") not in params:
+                if windows and ev.get("p") not in params and ev.get("h") in windows[-1][3]:
                     windows[-1][2].setdefault(ev.get("h"), {})[ev.get("p")] = ev.get("n")
             elif kind == "fwd_end":
                 while windows and windows[-1][0] != ev.get("id"):
                     windows.pop()  # a forward that raised: never ended
                 if windows:
-                    _, ok, hooks = windows.pop()
-                    if ok:
+                    _, ok, hooks, _ = windows.pop()
+                    if ok and ev.get("whole"):
                         # an "off" row's bytes from a forward that checkpointed nothing; an
                         # "on" row's from one that did (how well is judged by the other criteria)
                         kind = "off" if ev.get("variant") == "off" else "on"

@@ -491,6 +491,7 @@ def _install_saved_hooks(ctx, torch):
             if ctx.observe_saves:
                 entries[0] += 1
                 h = entries[0]
+                ctx.event("hooks", h=h)  # entered here: before which forwards (lesson 04)
 
                 def pack(t, _pack=self.pack_hook, _h=h):
                     try:
@@ -509,6 +510,7 @@ def _install_saved_hooks(ctx, torch):
 
             push(pack, self.unpack_hook)
 
+    _entry(saved_tensors_hooks.__enter__)  # the submission enters its hooks (`hooks` event)
     saved_tensors_hooks.__module__ = real.__module__
     saved_tensors_hooks.__qualname__ = real.__qualname__
     saved_tensors_hooks.__doc__ = real.__doc__

@@ -490,9 +490,11 @@ class StepObserver:
 
             loss.register_hook(through_loss)
         variant = self.variant(rec)
+        # `whole`: every layer took in every position of the batch in this forward (lesson 04
+        # believes bytes a submission's hooks were handed only in such a forward)
         ctx.event(
             "fwd_end", id=k, ckpt=ckpt, layers=state["layers"], wrapped=state["wrapped"],
-            **({"variant": variant} if variant else {}),
+            whole=state["all"] <= state["ran"], **({"variant": variant} if variant else {}),
         )
         ctx.append_row(f"forwards.{ctx.current_probe}", rec)
         return out
