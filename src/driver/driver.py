@@ -41,6 +41,9 @@ def _run_queue_s():
 
 
 _process_time, _thread_time = time.process_time, time.thread_time
+import gc as _gc_module  # noqa: E402
+
+_gc_isenabled, _gc_disable, _gc_enable = _gc_module.isenabled, _gc_module.disable, _gc_module.enable
 
 
 def _cost_clock():
@@ -742,21 +745,32 @@ def _install_clocks(ctx):
             mine = not _reads_for_itself(sys._getframe(1).f_code.co_filename) and _from_submission()
             if mine and ctx.watch is not None:
                 ctx.watch.check("during a clock read")
-            # `c`: the grader's cost clock (wall time less run-queue wait) where the value is read,
-            # after the grader's own check: what the window's work is compared with (`call` events)
-            c = ctx.cost_clock() if mine and ctx.trace is not None else None
-            if mine and ctx.virtual_now is not None:
-                secs = float(ctx.virtual_now())
-                value = int(round(secs * 1e9)) if _ns else secs
-            else:
-                value = _real()
-            if c is not None:
-                # `g`: the grader's own seconds spent recording so far (`Ctx.overhead`)
-                if _ns:
-                    ctx.event("timer", clock=_family, v=value / 1e9, ns=value, c=c, g=ctx.overhead)
+            stamped = mine and ctx.trace is not None
+            # the grader's recording of a stamped read runs none of the submission's code: no
+            # garbage collection (a finalizer of its garbage, a generator's `finally`) inside it,
+            # where its seconds would be taken for the grader's own (`g`, subtracted from windows)
+            gc_was = stamped and _gc_isenabled()
+            if gc_was:
+                _gc_disable()
+            try:
+                # `c`: the grader's cost clock where the value is read, after the grader's own
+                # check: what the window's work is compared with (`call` events)
+                c = ctx.cost_clock() if stamped else None
+                if mine and ctx.virtual_now is not None:
+                    secs = float(ctx.virtual_now())
+                    value = int(round(secs * 1e9)) if _ns else secs
                 else:
-                    ctx.event("timer", clock=_family, v=value, c=c, g=ctx.overhead)
-                ctx.overhead += ctx.cost_clock() - c
+                    value = _real()
+                if c is not None:
+                    # `g`: the grader's own seconds spent recording so far (`Ctx.overhead`)
+                    if _ns:
+                        ctx.event("timer", clock=_family, v=value / 1e9, ns=value, c=c, g=ctx.overhead)
+                    else:
+                        ctx.event("timer", clock=_family, v=value, c=c, g=ctx.overhead)
+                    ctx.overhead += ctx.cost_clock() - c
+            finally:
+                if gc_was:
+                    _gc_enable()
             return value
 
         clock.__name__ = name
