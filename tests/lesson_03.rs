@@ -353,7 +353,14 @@ fn unmeasured_sweep_points_fail_the_sweep() {
     let (bs, ts) = grid(&obs);
     assert_eq!(drop_steps_at(&mut obs, "sweep.calls", bs[1], ts[2]), 1);
     let vs = grade_obs(obs);
-    assert_eq!(failing(&vs), vec!["sweep_matches"]);
+    // growth_laws fits only the rows sweep_matches credits with a whole step (red team 5): one
+    // row left out leaves its groups too few points to decide a law
+    assert_eq!(failing(&vs), vec!["sweep_matches", "growth_laws"]);
+    let growth = &verdict(&vs, "growth_laws").why.en;
+    assert!(
+        growth.contains("1 row left out") && growth.contains(&format!("B={} T={}", bs[1], ts[2])),
+        "{growth}"
+    );
     let why = &verdict(&vs, "sweep_matches").why.en;
     assert!(
         why.contains(&format!(
@@ -409,7 +416,7 @@ fn a_step_off_its_case_is_no_step_of_the_row() {
     }
     assert_eq!(marked, 1);
     let vs = grade_obs(obs);
-    assert_eq!(failing(&vs), vec!["sweep_matches"]);
+    assert_eq!(failing(&vs), vec!["sweep_matches", "growth_laws"]);
     let why = &verdict(&vs, "sweep_matches").why.en;
     assert!(
         why.contains(&format!(
@@ -418,6 +425,133 @@ fn a_step_off_its_case_is_no_step_of_the_row() {
         )) && why.contains("on that row's case"),
         "{why}"
     );
+}
+
+/// `trace` without its `opt_step` events at (b, t) (of every call).
+fn drop_opt_steps_at(obs: &mut Observations, trace: &str, b: i64, t: i64) -> usize {
+    let events = rows_mut(obs, trace);
+    let before = events.len();
+    events.retain(|e| {
+        !(e.e == "opt_step"
+            && e.fields["batch"].as_i64() == Some(b)
+            && e.fields["seq_len"].as_i64() == Some(t))
+    });
+    before - events.len()
+}
+
+#[test]
+fn a_step_without_its_optimizer_step_is_no_whole_step() {
+    // red team 5 (redteam5_sweep_no_optimizer_step): the forward and the loss's backward ran, but
+    // the case's optimizer never stepped (no `opt_step` from the grader's step post-hook): the
+    // row is not measured, and growth_laws does not fit it
+    let mut obs = recorded("solution");
+    let (bs, ts) = grid(&obs);
+    assert_eq!(drop_opt_steps_at(&mut obs, "sweep.calls", bs[2], ts[0]), 1);
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), vec!["sweep_matches", "growth_laws"]);
+    let why = &verdict(&vs, "sweep_matches").why.en;
+    assert!(
+        why.contains(&format!("B={}, T={}: the grader saw the forward and the loss's backward, but no optimizer.step()", bs[2], ts[0])),
+        "{why}"
+    );
+    // the repeated ledger: its optimizer_state is believed only from a whole step of that call
+    let mut obs = recorded("solution");
+    let row = &obs.traces["ledger.adam_again"][0];
+    let (b, t) = (
+        row.fields["batch"].as_i64().unwrap(),
+        row.fields["seq_len"].as_i64().unwrap(),
+    );
+    assert_eq!(drop_opt_steps_at(&mut obs, "ledger.calls", b, t), 1);
+    let vs = grade_obs(obs);
+    assert_eq!(
+        failing(&vs),
+        vec!["optimizer_state_exact", "ledger_reproducible"]
+    );
+}
+
+#[test]
+fn an_optimizer_step_of_another_call_steps_no_row() {
+    // an optimizer handed over in another call (`opt_step {call}`) is no step of this call's case,
+    // even at the same shape (the Adam and SGD ledgers share theirs)
+    let mut obs = recorded("solution");
+    let mut moved = 0;
+    for e in rows_mut(&mut obs, "ledger.calls").iter_mut() {
+        if e.e == "opt_step" && e.fields["call"] == json!("ledger.sgd") {
+            e.fields.insert("call".into(), json!("ledger.adam"));
+            moved += 1;
+        }
+    }
+    assert_eq!(moved, 1);
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), vec!["optimizer_state_exact", "one_update"]);
+}
+
+#[test]
+fn optimizer_state_is_believed_as_the_grader_read_it() {
+    // red team 5 (redteam5_ledger_state_from_grads): the state the grader's step post-hook read
+    // of `optimizer.state` is what the row must say; in the repeated case and the sweep a drawn
+    // parameter is left out of the optimizer (a gradient, no state), so the reading is the
+    // shapes' bytes less that row's `dropped_state`, and a price of the gradients is not
+    let obs = recorded("solution");
+    let ex = recorded_exercise();
+    let read = |call: &str| -> Vec<(i64, i64, i64)> {
+        let trace = if call == "sweep.student" {
+            "sweep.calls"
+        } else {
+            "ledger.calls"
+        };
+        obs.traces[trace]
+            .iter()
+            .filter(|e| e.e == "opt_step" && e.fields["call"] == json!(call))
+            .map(|e| {
+                let f = |k: &str| e.fields[k].as_i64().unwrap();
+                (f("batch"), f("seq_len"), f("state"))
+            })
+            .collect()
+    };
+    for (call, grader) in [
+        ("ledger.adam_again", "grader.adam_again"),
+        ("sweep.student", "sweep.grader"),
+    ] {
+        let readings = read(call);
+        assert_eq!(readings.len(), obs.traces[grader].len(), "{call}");
+        for r in &obs.traces[grader] {
+            let f = |k: &str| r.fields[k].as_i64().unwrap();
+            let opt = r.fields["optimizer"].as_str().unwrap();
+            let want = optimizer_state_bytes(&ex.model, opt).unwrap() - f("dropped_state");
+            assert!(
+                readings.contains(&(f("batch"), f("seq_len"), want)),
+                "{call} {r:?}"
+            );
+            // more than the dropped parameter's: one with a gradient has none either
+            let (p, n) = param_bytes(&ex.model);
+            let grads = p - f("dropped_grad");
+            let priced = if opt == "adam" {
+                2 * grads + 4 * (n - 1)
+            } else {
+                grads
+            };
+            assert_ne!(want, priced, "{call} {r:?}");
+        }
+    }
+    // a row equal to the shapes' truth but not to what the grader read fails
+    let mut obs = recorded("solution");
+    let reading = obs.traces["ledger.calls"]
+        .iter()
+        .find(|e| e.e == "opt_step" && e.fields["call"] == json!("ledger.sgd"))
+        .unwrap()
+        .fields["state"]
+        .as_i64()
+        .unwrap();
+    for e in rows_mut(&mut obs, "ledger.calls").iter_mut() {
+        if e.e == "opt_step" && e.fields["call"] == json!("ledger.sgd") {
+            e.fields.insert("state".into(), json!(reading + 4));
+        }
+    }
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), vec!["optimizer_state_exact"]);
+    let why = &verdict(&vs, "optimizer_state_exact").why.en;
+    assert!(why.contains("but the grader read"), "{why}");
 }
 
 #[test]

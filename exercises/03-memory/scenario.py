@@ -42,7 +42,8 @@ of the tag's storage in that row):
   ledger.{adam,sgd,adam_again}, grader.{adam,sgd,adam_again}, sweep.student, sweep.grader
 Event traces {ledger,sweep,growth}.calls: what happened during each probe (`empty_cache` calls, the
 grader's `step` / `fwd_end` / `step_done` events, `call {call}` when a call of the submission
-begins, `shape {batch, seq_len, case}` before each forward's `step`), sent as it happens.
+begins, `shape {batch, seq_len, case}` before each forward's `step`, `opt_step {call, batch,
+seq_len, state}` as each handed-over optimizer's `step()` returns: `_stepped`), sent as it happens.
 Metrics: ledger.{adam,adam_again,sgd}.<entry>, ledger.{adam,adam_again,sgd}.backwards,
 ledger.{adam,adam_again}.adam_step, grader.{adam,sgd,adam_again}.{activations,peak}, growth.{batch,seq_len},
 calls.empty_cache (torch.cuda.empty_cache() calls while the submission ran, counted on CPU too).
@@ -221,6 +222,29 @@ class Watched(object):
         return out  # model(idx) without targets: the observer takes the logits for the loss
 
 
+def _state_bytes(optimizer):
+    """Σ numel × element_size over every tensor in `optimizer.state`, read by the grader."""
+    total = 0
+    for st in list(optimizer.state.values()):
+        for v in list(st.values()) if isinstance(st, dict) else ():
+            if isinstance(v, torch.Tensor):
+                total += v.numel() * v.element_size()
+    return total
+
+
+def _stepped(ctx, call, b, t, optimizer, args, kwargs):
+    """Step post-hook the grader registers on every optimizer it hands over, before the
+    submission gets it (so it runs first, right as `optimizer.step()` returns): sends
+    `opt_step {call, batch, seq_len, state}` in the probe's event trace, `call` and the shape
+    those of the case the optimizer was made for, `state` the bytes of the optimizer's state the
+    grader read there itself (`_state_bytes`). Rust's `whole_steps` counts a row's step as whole
+    only with an `opt_step` of that row's case after its backward in the same call, and holds the
+    row's `optimizer_state` to that reading: a sweep that never steps, or state priced from the
+    gradients (the parameter left out of the optimizer, `Setup.left_out`, makes that wrong), is
+    no measurement."""
+    ctx.event("opt_step", call=call, batch=int(b), seq_len=int(t), state=int(_state_bytes(optimizer)))
+
+
 def _lm_batch(idx, targets):
     """A batch as language-model inputs usually are: `idx` a view of a (B, T+1) token tensor (its
     first T columns; here the extra column is the targets' last), `targets` contiguous. The view's
@@ -298,13 +322,31 @@ class Setup:
             return None
         return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/drop").randrange(len(self.param_numels))
 
-    def dropped_bytes(self, call, b, t, optimizer):
-        """(grad bytes, optimizer-state bytes) the dropped parameter of that row does not have."""
+    def left_out(self, call, b, t):
+        """The index of the parameter left out of the optimizer of call `call`'s case at (b, t):
+        drawn per row, like `dropped` and never the same one, for the repeated ledger and the
+        sweep. It has a gradient but no optimizer state (and the step leaves it as it is), so
+        the optimizer's state is not a closed form of the gradients either (red team 5: Adam's
+        `2 × grads + 4 B per parameter with one`, SGD's `= grads`): only reading
+        `optimizer.state` after the step gives it."""
         k = self.dropped(call, b, t)
         if k is None:
+            return None
+        others = [i for i in range(len(self.param_numels)) if i != k]
+        return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/left_out").choice(others)
+
+    def dropped_bytes(self, call, b, t, optimizer):
+        """(grad bytes, optimizer-state bytes) that row's draws take off the parameters' bytes: the
+        dropped parameter has neither, the one left out of the optimizer has no state."""
+        k, out = self.dropped(call, b, t), self.left_out(call, b, t)
+        if k is None:
             return 0, 0
-        n = 4 * self.param_numels[k]
-        return n, (2 * n + 4 if optimizer == "adam" else n)
+
+        def state(i):
+            n = 4 * self.param_numels[i]
+            return 2 * n + 4 if optimizer == "adam" else n
+
+        return 4 * self.param_numels[k], state(k) + state(out)
 
     def pads(self, call, b, t):
         """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy each
@@ -333,11 +375,13 @@ class Setup:
         targets = torch.randint(0, v, (b, t), generator=gen)
         return _lm_batch(idx.to(self.device), targets.to(self.device))
 
-    def optimizer(self, name, model):
+    def optimizer(self, name, model, left_out=None):
+        """A fresh optimizer over `model`'s parameters, but the one at index `left_out`."""
         p = self.ctx.params
+        params = [q for i, q in enumerate(model.parameters()) if i != left_out]
         if name == "adam":
-            return _Adam(model.parameters(), lr=float(p["lr"]))
-        return _SGD(model.parameters(), lr=float(p["lr"]), momentum=float(p["momentum"]))
+            return _Adam(params, lr=float(p["lr"]))
+        return _SGD(params, lr=float(p["lr"]), momentum=float(p["momentum"]))
 
     def sweep_batch(self, b, t):
         """The batch of grid point (b, t): a function of the seed and the point only, so the grader
@@ -359,9 +403,9 @@ def _grader_ledger(setup, name, batch, call):
     model = TinyGPT(setup.cfg)
     model.load_state_dict(setup.weights, strict=True)
     model = _drop_hooks(_pad_blocks(model.to(setup.device).train()))
-    opt = setup.optimizer(name, model)
-    cuda = setup.device.type == "cuda"
     b, t = (int(n) for n in batch["idx"].shape)
+    opt = setup.optimizer(name, model, setup.left_out(call, b, t))
+    cuda = setup.device.type == "cuda"
     blocks_fn = _tagged(setup.tag(call, b, t), setup.pads(call, b, t))
     if cuda:
         gc.collect()
@@ -438,9 +482,14 @@ class Lesson:
         obs = observer or lib.StepObserver(self.ctx, self.batch)
         model = _drop_hooks(_pad_blocks(
             lib.observed_model(self.ctx, self.setup.cfg, self.setup.weights, self.device, obs)))
-        opt = self.setup.optimizer(name, model)
         if batch is None:
             batch = self.batch
+        b, t = (int(n) for n in batch["idx"].shape)
+        call = obs.call if isinstance(obs, Watched) else None
+        opt = self.setup.optimizer(name, model, self.setup.left_out(call, b, t))
+        # every step of the handed-over optimizer is seen where it happens (red team 5): a row's
+        # step is whole only with its optimizer's step after the loss's backward (`whole_steps`)
+        opt.register_step_post_hook(functools.partial(_stepped, self.ctx, call, b, t))
         if isinstance(obs, Watched):
             obs.bind(model, batch)
         return {"model": model, "optimizer": opt, "batch": _clone_batch(batch), "device": self.device}

@@ -12,13 +12,16 @@
 //! law, decides none, or has no rows). With `less:`,
 //! each row's value is first reduced by a field of the row at the same point of another trace
 //! (lesson 03: the grader's tag of that row, drawn per row, part of an honest measurement but of
-//! no law); a row at a point that trace lacks is left out.
+//! no law); a row at a point that trace lacks is left out. With `steps:` (the `ledger` check's
+//! evidence, `whole_steps`), a row is believed only when the grader saw a whole training step at
+//! its shape in the call that returned it; the others are left out of the fit and named.
+use super::ledger::whole_steps;
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
 use crate::spec::rubric::{GrowthSpec, Whose};
 use crate::text;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// An exact fraction (denominator > 0, reduced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,9 +126,39 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
             Err(why) => return Outcome::missing(why, "—"),
         },
     };
+    // the shapes of the rows' whole steps the grader saw in the call that returned them
+    let credited = match &spec.steps {
+        None => None,
+        Some(streams) => {
+            let mut traces = Vec::new();
+            for name in streams.names() {
+                match env.evidence.trace(name) {
+                    Ok(t) => traces.push(t),
+                    Err(why) => return Outcome::missing(why, "—"),
+                }
+            }
+            Some(
+                whole_steps(traces)
+                    .remove(&spec.rows)
+                    .map(|s| s.whole.into_keys().collect::<BTreeSet<_>>())
+                    .unwrap_or_default(),
+            )
+        }
+    };
+    let mut unstepped: Vec<String> = Vec::new();
     // group_by value -> points (axis, value)
     let mut groups: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
     for r in rows {
+        if let Some(steps) = &credited {
+            let shape = (
+                int(r, "batch").unwrap_or(-1),
+                int(r, "seq_len").unwrap_or(-1),
+            );
+            if !steps.contains(&shape) {
+                unstepped.push(format!("B={} T={}", shape.0, shape.1));
+                continue;
+            }
+        }
         let off = |g: i64, x: i64| match &less {
             None => Some(0),
             Some(m) => m.get(&(g, x)).copied(),
@@ -197,7 +230,19 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
         Some(Some(l)) if laws.iter().all(|x| x.as_ref() == Some(l)) => Some(l),
         _ => None,
     };
-    let table = lines.join("; ");
+    let mut table = lines.join("; ");
+    let mut table_zh = table.clone();
+    if !unstepped.is_empty() {
+        let n = unstepped.len();
+        let shown = unstepped[..n.min(4)].join(" · ") + if n > 4 { " · …" } else { "" };
+        table_zh = format!(
+            "{table_zh}（{n} 行不算：评分器在返回它们的调用中没有看到该形状的完整训练步：{shown}）"
+        );
+        table = format!(
+            "{table} ({n} {} left out: the grader saw no whole training step at their shape in the call that returned them: {shown})",
+            if n == 1 { "row" } else { "rows" }
+        );
+    }
     let (sweep_zh, sweep_en) = match spec.whose {
         Whose::Grader => ("评分器的扫描".to_string(), "the grader's sweep".to_string()),
         Whose::Student => (
@@ -214,7 +259,7 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
             Text::same(answer),
             bound,
             text!(
-                format!("{sweep_zh}无法确定 {value} 随 {axis} 的增长规律：{table}"),
+                format!("{sweep_zh}无法确定 {value} 随 {axis} 的增长规律：{table_zh}"),
                 format!("{sweep_en} does not decide how {value} grows with {axis}: {table}")
             ),
         );
@@ -222,12 +267,12 @@ pub fn evaluate(spec: &GrowthSpec, env: &Env) -> Outcome {
     let pass = &answer == law;
     let why = if pass {
         text!(
-            format!("{sweep_zh}中 {value} 随 {axis} 呈 {law} 增长，与回答一致：{table}"),
+            format!("{sweep_zh}中 {value} 随 {axis} 呈 {law} 增长，与回答一致：{table_zh}"),
             format!("{value} grows as {law} in {axis} in {sweep_en}, as answered: {table}")
         )
     } else {
         text!(
-            format!("回答 {answer}，但{sweep_zh}中 {value} 随 {axis} 呈 {law} 增长：{table}"),
+            format!("回答 {answer}，但{sweep_zh}中 {value} 随 {axis} 呈 {law} 增长：{table_zh}"),
             format!(
                 "answered {answer}, but in {sweep_en} {value} grows as {law} in {axis}: {table}"
             )

@@ -10,7 +10,9 @@
 //!   params          4 B × every parameter's element count
 //!   grads           the same (after backward every parameter has a gradient of its shape)
 //!   optimizer_state Adam: exp_avg + exp_avg_sq (2 × params) + one 0-dim float32 `step` per
-//!                   parameter (4 B each); SGD with momentum: one momentum_buffer (1 × params)
+//!                   parameter (4 B each); SGD with momentum: one momentum_buffer (1 × params);
+//!                   less the row's `dropped_state` (lesson 03: the state the drawn parameter
+//!                   without a gradient and the drawn one left out of the optimizer do not have)
 //!   activations     the grader's own measurement in its row (bytes of the distinct storages saved
 //!                   for backward during the forward, parameters excluded), taken before the
 //!                   submission was imported (the lesson's scenario.py, `before_submission`);
@@ -21,11 +23,15 @@
 //! so `env.exercise.model` is the shape this grading used.
 //!
 //! With `steps:` (event traces), a row counts only if it was measured: the grader saw a whole
-//! training step (`step` + its `step_done`) at the row's batch and seq_len, on the case the
-//! grader handed over for it (its model and its inputs), in the call that returned it
-//! (`whole_steps`). Rows filled in from parameter shapes after a forward-only or `no_grad`
-//! forward, interpolated, cached from another call, or run on a case of the submission's choosing
-//! (another case's model, tokens of its own) are not.
+//! training step (`step` + its `step_done`, then `opt_step` of that case's optimizer) at the
+//! row's batch and seq_len, on the case the grader handed over for it (its model, its inputs, its
+//! optimizer), in the call that returned it (`whole_steps`). Rows filled in from parameter shapes
+//! after a forward-only or `no_grad` forward, interpolated, cached from another call, run on a
+//! case of the submission's choosing (another case's model, tokens of its own), or whose
+//! optimizer never stepped are not. A row's `optimizer_state` must moreover equal the bytes the
+//! grader read of the optimizer's state at that step (`opt_step`'s `state`): the lesson leaves a
+//! drawn parameter per row out of the optimizer (it has a gradient and no state), so state priced
+//! from the gradients is wrong, and so is any number not read off `optimizer.state` (red team 5).
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -75,33 +81,55 @@ pub fn activation_bytes(cfg: &ModelConfig, b: i64, t: i64) -> i64 {
         + 4
 }
 
-/// The (batch, seq_len) of every whole training step the grader saw, per call. In each trace, a
-/// `call {call}` event opens a call (the next `call` event or the trace's end closes it); inside
-/// it, the scenario's `shape {batch, seq_len, case}` comes right before its forward's `step {id}`,
-/// and that step is whole when its `step_done {id}` (the loss the model returned went through
-/// backward) comes in the same call. A step's shape is the one its forward ran at, whatever
-/// the rows say; a forward with `case: false` (not on a case handed over in that call, with
-/// that case's own inputs: another case's model, tokens of the submission's own) is no step.
-pub fn whole_steps<'a>(
-    traces: impl IntoIterator<Item = &'a [Event]>,
-) -> BTreeMap<String, BTreeSet<(i64, i64)>> {
-    let mut out: BTreeMap<String, BTreeSet<(i64, i64)>> = BTreeMap::new();
+/// What the grader saw of one call's steps (`whole_steps`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The (batch, seq_len) of every whole training step, with the bytes of the optimizer's
+    /// state the grader read at the last optimizer step of that case after its backward.
+    pub whole: BTreeMap<(i64, i64), Option<i64>>,
+    /// Shapes whose forward and backward the grader saw with no optimizer step of that case after
+    /// them (a sweep that never steps: red team 5), to say so.
+    pub no_update: BTreeSet<(i64, i64)>,
+}
+
+/// Every whole training step the grader saw, per call. In each trace, a `call {call}` event
+/// opens a call (the next `call` event or the trace's end closes it); inside it, the scenario's
+/// `shape {batch, seq_len, case}` comes right before its forward's `step {id}`, and that step's
+/// forward and backward are done when its `step_done {id}` (the loss the model returned went
+/// through backward) comes in the same call. The step is whole when, after that, the optimizer
+/// handed over with that case is stepped in the same call: `opt_step {call, batch, seq_len,
+/// state}`, sent by the grader's step post-hook (the case's call and shape; `state`, the bytes of
+/// the optimizer's state it read there). A step's shape is the one its forward ran at, whatever
+/// the rows say; a forward with `case: false` (not on a case handed over in that call, with that
+/// case's own inputs: another case's model, tokens of the submission's own) is no step, and an
+/// optimizer of another call's case steps no row of this one.
+pub fn whole_steps<'a>(traces: impl IntoIterator<Item = &'a [Event]>) -> BTreeMap<String, Seen> {
+    let mut out: BTreeMap<String, Seen> = BTreeMap::new();
     for trace in traces {
         let mut call: Option<String> = None;
         let mut shape: Option<(i64, i64)> = None;
         let mut started: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-        let mut done: BTreeSet<(i64, i64)> = BTreeSet::new();
-        let mut close = |call: &Option<String>, done: &mut BTreeSet<(i64, i64)>| {
+        let mut seen = Seen::default();
+        let mut backed: BTreeSet<(i64, i64)> = BTreeSet::new();
+        let mut close = |call: &Option<String>, seen: &mut Seen, backed: &mut BTreeSet<_>| {
+            seen.no_update = backed
+                .iter()
+                .filter(|s| !seen.whole.contains_key(s))
+                .copied()
+                .collect();
             if let Some(c) = call {
-                out.entry(c.clone()).or_default().append(done);
+                let all = out.entry(c.clone()).or_default();
+                all.whole.append(&mut seen.whole);
+                all.no_update.append(&mut seen.no_update);
             }
-            done.clear();
+            *seen = Seen::default();
+            backed.clear();
         };
         for ev in trace {
             let id = || ev.fields.get("id").map(|v| v.to_string());
             match ev.e.as_str() {
                 "call" => {
-                    close(&call, &mut done);
+                    close(&call, &mut seen, &mut backed);
                     call = ev.field_str("call").map(str::to_string);
                     (shape, started) = (None, BTreeMap::new());
                 }
@@ -118,13 +146,21 @@ pub fn whole_steps<'a>(
                 }
                 "step_done" => {
                     if let Some(s) = id().and_then(|id| started.get(&id)) {
-                        done.insert(*s);
+                        backed.insert(*s);
+                    }
+                }
+                // the optimizer of a case of this call stepped after that case's backward
+                "opt_step" if call.is_some() && ev.field_str("call") == call.as_deref() => {
+                    if let Some(s) = int(ev, "batch").zip(int(ev, "seq_len")) {
+                        if backed.contains(&s) {
+                            seen.whole.insert(s, int(ev, "state"));
+                        }
                     }
                 }
                 _ => {}
             }
         }
-        close(&call, &mut done);
+        close(&call, &mut seen, &mut backed);
     }
     out
 }
@@ -239,20 +275,33 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                 ));
                 continue;
             }
+            // the optimizer state the grader read at this row's optimizer step (`opt_step`)
+            let mut reading: Option<i64> = None;
             if let Some(seen) = &steps {
                 let shape = (
                     int(t, "batch").unwrap_or(-1),
                     int(t, "seq_len").unwrap_or(-1),
                 );
-                if seen.get(*a_name).is_some_and(|s| s.contains(&shape)) {
+                let call = seen.get(*a_name);
+                if let Some(state) = call.and_then(|s| s.whole.get(&shape)) {
                     stepped += 1;
-                } else {
+                    reading = *state;
+                } else if call.is_some_and(|s| s.no_update.contains(&shape)) {
                     bad_zh.push(format!(
-                        "{a_name} {}：这次调用中评分器没有在这个形状、在该行的情形（它的模型与输入）上看到完整训练步（前向 + loss 反向），这一行不是测量",
+                        "{a_name} {}：评分器看到了前向与 loss 的反向，但之后这个情形的优化器没有 step()：不是完整训练步，这一行不是测量",
                         at(t)
                     ));
                     bad_en.push(format!(
-                        "{a_name} {}: the grader saw no whole training step (forward + the loss's backward) at that shape, on that row's case (its model and inputs), in the call that returned it: not a measured row",
+                        "{a_name} {}: the grader saw the forward and the loss's backward, but no optimizer.step() of that case after them: no whole training step, not a measured row",
+                        at(t)
+                    ));
+                } else {
+                    bad_zh.push(format!(
+                        "{a_name} {}：这次调用中评分器没有在这个形状、在该行的情形（它的模型、输入与优化器）上看到完整训练步（前向 + loss 反向 + optimizer.step()），这一行不是测量",
+                        at(t)
+                    ));
+                    bad_en.push(format!(
+                        "{a_name} {}: the grader saw no whole training step (forward + the loss's backward + optimizer.step()) at that shape, on that row's case (its model, inputs and optimizer), in the call that returned it: not a measured row",
                         at(t)
                     ));
                 }
@@ -279,6 +328,26 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                     first_bad.get_or_insert((0, want));
                     continue;
                 }
+                // optimizer state is believed as read: the row must also be what the grader read
+                // of the optimizer at that row's step (red team 5: state priced from the
+                // gradients, never read)
+                let held = match reading {
+                    Some(r) if entry == "optimizer_state" && got.is_some_and(|g| g != r) => Some(r),
+                    _ => None,
+                };
+                if let (Some(r), true) = (held, got == Some(want)) {
+                    let (g, rs) = (fmt_num(got.unwrap_or(0) as f64), fmt_num(r as f64));
+                    bad_zh.push(format!(
+                        "{a_name} {} {entry}：{g}，但评分器在该行的 optimizer.step() 时读到优化器状态为 {rs}",
+                        at(t)
+                    ));
+                    bad_en.push(format!(
+                        "{a_name} {} {entry}: {g}, but the grader read {rs} of optimizer state at that row's optimizer.step()",
+                        at(t)
+                    ));
+                    first_bad.get_or_insert((got.unwrap_or(0), r));
+                    continue;
+                }
                 if got != Some(want) {
                     let g = got.map_or("—".into(), |v| fmt_num(v as f64));
                     let diff = got.map_or(String::new(), |v| {
@@ -289,12 +358,19 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                         )
                     });
                     let w = fmt_num(want as f64);
+                    let (rz, re) = match held {
+                        Some(r) => (
+                            format!("；评分器在该行的 step 时读到 {}", fmt_num(r as f64)),
+                            format!("; the grader read {} at that row's step", fmt_num(r as f64)),
+                        ),
+                        None => (String::new(), String::new()),
+                    };
                     bad_zh.push(format!(
-                        "{a_name} {} {entry}：{g} ≠ 评分器 {w}{diff}",
+                        "{a_name} {} {entry}：{g} ≠ 评分器 {w}{diff}{rz}",
                         at(t)
                     ));
                     bad_en.push(format!(
-                        "{a_name} {} {entry}: {g} ≠ grader's {w}{diff}",
+                        "{a_name} {} {entry}: {g} ≠ grader's {w}{diff}{re}",
                         at(t)
                     ));
                     first_bad.get_or_insert((got.unwrap_or(0), want));

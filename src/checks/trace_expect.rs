@@ -276,7 +276,10 @@ fn no_whole_step(m: &Measurement) -> Text {
         en.push("began with no loss's gradient (`(logits * 0).sum()` or `logits.sum()`, say: the loss is the cross-entropy)".to_string());
     }
     if u.ran < u.layers {
-        zh.push(format!("前向只在整个 batch 上运行了模型 {} 层中的 {} 层", u.layers, u.ran));
+        zh.push(format!(
+            "前向只在整个 batch 上运行了模型 {} 层中的 {} 层",
+            u.layers, u.ran
+        ));
         en.push(format!(
             "ran {} of the model's {} layers on the whole batch in the forward",
             u.ran, u.layers

@@ -409,7 +409,9 @@ pub struct LedgerSpec {
     pub entries: Vec<String>,
     /// The event traces where each row's call was watched (lesson 03's `ledger.calls`,
     /// `sweep.calls`): every row of `actual` counts only if the grader saw a whole training step
-    /// (`step` + its `step_done`) at the row's shape in the call that returned it.
+    /// (`step` + its `step_done`, then the case's optimizer step, `opt_step`) at the row's shape
+    /// in the call that returned it, and its `optimizer_state` must be what the grader read of
+    /// the optimizer at that step.
     #[serde(default)]
     pub steps: Option<Streams>,
     /// `[ACTUAL, EXPECTED]`: compare an entry only where the submission's rows of trace ACTUAL
@@ -443,6 +445,12 @@ pub struct GrowthSpec {
     /// per row, is part of an honest measurement but of no growth law).
     #[serde(default)]
     pub less: Option<GrowthLess>,
+    /// The event traces where the call that returned `rows` was watched (lesson 03's
+    /// `sweep.calls`, the `ledger` check's `steps:`): only rows the grader saw a whole training
+    /// step for at their shape in that call are fitted (`checks::ledger::whole_steps`); the rest
+    /// are left out, and named (red team 5: a forward-only sweep "explains" no law).
+    #[serde(default)]
+    pub steps: Option<Streams>,
 }
 
 /// `less:` of a `growth` check: where the amount taken off each row is read.
