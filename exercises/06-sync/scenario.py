@@ -13,7 +13,8 @@ events (Rust counts them), the greedy decode in libtorch (src/reference/).
                `aten::_local_scalar_dense` for one baseline train() (`profile.grader.baseline`)
   train        the submission's train() the same way (`host.train.<run>`: events `readback {op,
                bytes, line}`, `factory {op, line}`, `kept_graph {steps, line}` — a read-back whose
-               autograd graph still reaches the losses of several steps)
+               autograd graph still reaches the losses of several steps, or more than two steps'
+               graphs alive at once at a read-back or at a step boundary, `at: "step"`)
   generate     the submission's greedy decode from the prompt idx[0, :seq_len/4], seq_len/2 new
                tokens (the grader decodes the same in libtorch: `reference/greedy/tokens`), its
                read-backs and constants (`host.generate`), and `forward {grad}` for every forward of

@@ -845,6 +845,13 @@ _DYNAMIC_SHAPE = torch.Tag.dynamic_output_shape
 # ... and the indexing ops, tagged for their boolean-mask form only (`x[mask]`, `x[mask] = v`)
 _INDEXING = frozenset(("index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index"))
 _MASKS = (torch.bool, torch.uint8)
+# Calls that take a second tensor as a template of its shape, dtype or device only, not of its
+# values (`x.view_as(y)`: no aten op needs y's memory): what `HostReads` does not take for a
+# read-back of that tensor when no aten op of the call saw it (see `_unseen_args`).
+_TEMPLATES = frozenset(("type_as", "expand_as", "view_as", "reshape_as"))
+# The factories that take data (`torch.tensor([t])`, `x.new_tensor(t)`, `torch.as_tensor(t)`):
+# given device tensors, what they make is the device's data, not a constant.
+_COPIES = frozenset(("tensor", "as_tensor", "asarray", "new_tensor", "new"))
 _frombuffer = torch.frombuffer
 # The read-back counters active now (innermost last): what torch's own entry points below reach
 # (`_frombuffer_watched`, `_engine_run_watched`) while one is active.
@@ -956,22 +963,34 @@ class _Alive:
 
 class _Marks(dict):
     """`step_marks`' table: {autograd node sequence number: step}, and `alive`, {step: weak
-    reference to that step's `_Alive` probe}."""
+    references to that step's `_Alive` probes (its loss node's, its logits' node's)}."""
 
     def __init__(self):
         super().__init__()
         self.alive = {}
 
     def living(self):
-        """The marked steps whose loss node is alive now."""
-        return {k for k, r in self.alive.items() if r() is not None}
+        """The marked steps whose loss graph (its loss or logits node) is alive now. A step
+        whose probes have all died is dropped from `alive`: a node never comes back, so the
+        check at every step boundary (`HostReads._at_step`) costs the steps still alive."""
+        out = set()
+        for k, refs in list(self.alive.items()):
+            if any(r() is not None for r in refs):
+                out.add(k)
+            else:
+                del self.alive[k]
+        return out
 
 
 def step_marks(model):
     """A table of the grader's own, {autograd node sequence number: step}, and the forward hook
     that fills it: each forward's loss node (`out[1]`) numbered in order, with a liveness probe
-    on it (`_Alive`). Nothing is written on the node (its public `metadata` is the submission's
-    to clear): `graph_steps` looks the nodes up here. Returns (marks, hook handle)."""
+    on it and on the logits' node (`_Alive`: a graph kept through the logits, a loss computed
+    again from them, is a graph kept all the same). Nothing is written on the node (its public
+    `metadata` is the submission's to clear): `graph_steps` looks the nodes up here. Every
+    forward is a step boundary: the read-back counter active with these marks counts the steps'
+    graphs alive there (`HostReads._at_step`, red team 5: a graph kept between read-backs and
+    dropped just before each is kept all the same). Returns (marks, hook handle)."""
     marks, step = _Marks(), [0]
 
     def hook(module, args, out):
@@ -979,13 +998,24 @@ def step_marks(model):
         fn = loss.grad_fn if isinstance(loss, _Tensor) else None
         if fn is not None:
             marks[fn._sequence_nr()] = step[0]
-            probe = _Alive()
-            try:
-                fn.register_prehook(probe)
-                marks.alive[step[0]] = _weakref.ref(probe)
-            except (AttributeError, RuntimeError, TypeError):
-                pass
+            refs = []
+            logits = out[0] if isinstance(out[0], _Tensor) else None
+            for node in (fn, logits.grad_fn if logits is not None else None):
+                if node is None:
+                    continue
+                probe = _Alive()
+                try:
+                    node.register_prehook(probe)
+                    refs.append(_weakref.ref(probe))
+                except (AttributeError, RuntimeError, TypeError):
+                    pass
+            if refs:
+                marks.alive[step[0]] = tuple(refs)
             step[0] += 1
+            for counter in reversed(_ACTIVE):
+                if counter.marks is marks:
+                    counter._at_step()
+                    break
 
     return marks, model.register_forward_hook(hook)
 
@@ -1016,11 +1046,27 @@ def graphs_steps(tensors, marks, limit=50_000):
     return steps
 
 
+def _ids(args, kwargs, seen):
+    """The ids of the tensors among an aten op's arguments (one level into lists) added to `seen`."""
+    for a in args:
+        if isinstance(a, _Tensor):
+            seen.add(id(a))
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                if isinstance(x, _Tensor):
+                    seen.add(id(x))
+    for a in kwargs.values():
+        if isinstance(a, _Tensor):
+            seen.add(id(a))
+
+
 class _Unseen(_TorchDispatchMode):
     """The part of HostReads below autograd. Outside any torch function of the watched code
     (`owner.depth == 0`: a call that never passed through `HostReads.__torch_function__`) every
     aten op is judged here; inside a watched call of the submission (`owner.crossed` a list), the
-    ops that cross the boundary are noted for that call."""
+    ops that cross the boundary are noted for that call, and the tensors its aten ops were handed
+    (`owner.seen`: a tensor of the call that none was handed had its memory read in C++, past
+    the dispatcher, `HostReads._unseen_args`)."""
 
     def __init__(self, owner, table=DISPATCH):
         super().__init__()
@@ -1037,6 +1083,9 @@ class _Unseen(_TorchDispatchMode):
             hit = _crosses(func, args)
             if hit is not None:
                 crossed.append(hit)
+        seen = owner.seen
+        if seen is not None:
+            _ids(args, kwargs, seen)
         return func(*args, **kwargs)
 
 
@@ -1051,7 +1100,9 @@ class HostReads(_TorchFunctionMode):
       - read-back: a call of `READBACKS` on a tensor that lives on the device; `.cpu()` and
         `.to("cpu")` only when they move to the host; and any other call of the watched code's own
         line (not torch's work on its behalf: an optimizer's loop, a backward) whose aten ops cross
-        the boundary by torch's own tags (`_crosses`: `len(a[a < b])` reads the mask's count back).
+        the boundary by torch's own tags (`_crosses`: `len(a[a < b])` reads the mask's count back),
+        or that reads a device tensor argument's memory past the dispatcher (`_unseen_args`:
+        `tensor_split(ruler, t)[0].shape[0]` is t's value).
         On CPU runs the "device" is the CPU and the host is the memory `.cpu()`/`.to("cpu")`,
         `.numpy()`, `__array__` and `__dlpack__` hand over: each is a copy in new memory there (as
         on CUDA), held in `_host` by its storage, and so is a tensor computed only from host
@@ -1065,7 +1116,8 @@ class HostReads(_TorchFunctionMode):
         (the grader's wrapper from this module's load on, `_frombuffer_watched`).
       - kept graph: a read-back of a tensor whose autograd graph reaches the losses of more than
         one step (`marks`, from `step_marks`: the grader's table, nothing on the nodes):
-        `kept_graph {steps, line}`.
+        `kept_graph {steps, line}`; and more than two steps' graphs alive at once, at a read-back
+        (`_held_steps`) or at a step boundary (`_at_step`, `at: "step"`).
     Each becomes `readback {op, bytes, line}` / `factory {op, line}` (plus the fields of `tag`) in
     the active trace and in `self.readbacks` / `self.factories`.
     """
@@ -1086,6 +1138,9 @@ class HostReads(_TorchFunctionMode):
         self.factories = []
         self.depth = 0  # torch functions of the watched code running now (see _Unseen)
         self.crossed = None  # a list while a watched call runs with the aten layer looking
+        self.seen = None  # ... and a set: the ids of the tensors its aten ops were handed
+        self._seen_last = None
+        self._most = 2  # the most steps' graphs seen alive at once at a step boundary, past two
         self.direct = True  # the last call attributed was made by the watched code's own line
         self._crossed_last = None
         self._host = _HOST  # CPU runs: host memory, shared by every counter (see `_HOST`)
@@ -1194,6 +1249,27 @@ class HostReads(_TorchFunctionMode):
             steps |= self._held_steps()
         if len(steps) > 1:
             self.ctx.event("kept_graph", steps=len(steps), line=line, **self.tag)
+
+    def _at_step(self):
+        """A step boundary (a forward of the marked model just made its loss, `step_marks`):
+        the steps whose loss graph is alive now. The newest and the one before it (the loop's
+        `loss` not yet reassigned) may be; more alive at once is a graph kept across steps,
+        whether or not a read-back comes while it is (red team 5: the running sum kept without
+        `.detach()` and dropped just before each window's read). `kept_graph {steps, line,
+        at: "step"}` each time the most alive at once grows past two. A weak reference per step
+        still alive: cheap enough for the timed calls."""
+        if not self.held:
+            return
+        alive = getattr(self.marks, "living", None)
+        if alive is None:
+            return
+        n = len(alive())
+        if n > 2 and n > self._most:
+            self._most = n
+            direct = self.direct
+            line = self._caller_line(3)
+            self.direct = direct
+            self.ctx.event("kept_graph", steps=n, line=line, at="step", **self.tag)
 
     def _held_steps(self):
         """The marked steps whose loss node is still alive at this read-back, wherever it is
@@ -1312,6 +1388,11 @@ class HostReads(_TorchFunctionMode):
                     op, nbytes = crossed[0]
                     self._readback(t, f"{name}:{op}", nbytes, line)
                     counted = True
+            if not counted and tensors:
+                t = self._unseen_args(name, tensors, out)
+                if t is not None:
+                    self._readback(t, f"{name}:values", t.numel() * t.element_size(), line)
+                    counted = True
         if line is not None and not counted:
             made = name in _factories or (not tensors and name != "frombuffer" and bool(_tensors(out)))
             if made:
@@ -1340,6 +1421,8 @@ class HostReads(_TorchFunctionMode):
         anything else into a constant (`acc += loss.detach()`, `buf[i] = x`) makes it data."""
         table = _CONST
         if made:
+            if name in _COPIES and not all(self.host(t) or _known(table, _storage(t)) for t in tensors):
+                return  # device data copied (`torch.tensor([t])`, `torch.as_tensor(t)`): data
             for t in _tensors(out):
                 _note(table, t)
             return
@@ -1365,6 +1448,36 @@ class HostReads(_TorchFunctionMode):
         if name == "__setitem__" or (o is not None and o._cdata == d._cdata):
             del table[d._cdata]  # data written into it
 
+    def _unseen_args(self, name, tensors, out):
+        """The device tensor whose values a call of the watched code's own took to the host past
+        the dispatcher, or None (red team 5, `tensor_split(ruler, code)[0].shape[0]`: on CPU
+        `tensor_split` reads the index tensor's memory in C++ and the value comes back as a
+        shape). Every aten op a call runs is handed the tensors whose data it uses, so a tensor
+        argument that no aten op of the call was handed (`self._seen_last`) and that returns
+        tensors made of other memory was read for something else than data: a shape, a
+        section, a count, whatever its values decide of the result (`tensor_split`, `split`
+        with tensor sections, and every composite op that reads an argument's memory on the
+        host; on CUDA each one waits for the device, or refuses a device tensor). What it is
+        not: host memory, a constant (its values came from Python), a template of a shape or
+        dtype only (`_TEMPLATES`), the data a factory copies (`x.new_tensor(y)`: y's values as
+        a tensor of y's shape, a factory), the result itself or memory of its own
+        (`x.contiguous()`, `x.data`: the same data, handed on)."""
+        seen = self._seen_last
+        outs = _tensors(out)
+        if seen is None or not outs:
+            return None
+        for t in tensors:
+            if id(t) in seen or name in _TEMPLATES or name in FACTORIES or self.host(t):
+                continue
+            s = _storage(t)
+            if s is None or _known(_CONST, s):
+                continue
+            mine = s._cdata
+            if any(o is t or ((x := _storage(o)) is not None and x._cdata == mine) for o in outs):
+                continue
+            return t
+        return None
+
     def _recorded(self, func, out):
         """`autograd {op}` (once) when `out` is a result autograd recorded."""
         if isinstance(out, _Tensor) and out.requires_grad and out.grad_fn is not None:
@@ -1380,9 +1493,11 @@ class HostReads(_TorchFunctionMode):
         self.depth += 1
         below = self._below
         outer = self.crossed
+        outer_seen = self.seen
         back = False
         if look:
             self.crossed = []
+            self.seen = set()
             aside = False
             # a call of the watched code made where the mode below was set aside (a hook that
             # autograd runs inside an opaque backward): it looks there too, for this call
@@ -1393,6 +1508,7 @@ class HostReads(_TorchFunctionMode):
                     _dispatch_push(below)
         else:
             self.crossed = None
+            self.seen = None
             n = _dispatch_len()
             aside = n > 0 and below is not None and _dispatch_at(n - 1) is below
         if aside:
@@ -1406,6 +1522,8 @@ class HostReads(_TorchFunctionMode):
                 _dispatch_pop(None)
             self._crossed_last = self.crossed
             self.crossed = outer
+            self._seen_last = self.seen
+            self.seen = outer_seen
             self.depth -= 1
 
 
