@@ -789,6 +789,66 @@ fn profiler_spec_errors() {
     }
 }
 
+/// Red team 5: `outputs_close` is believed only when the submission read (`output_read`, sent as
+/// it happened) a baseline output and a candidate output made on one input (the fingerprints each
+/// step sent as it began and ended all equal); an answer pasted from the call order reads none.
+#[test]
+fn outputs_read_needs_both_outputs_on_one_input() {
+    let fp = |x: &str| json!({"x": x});
+    let call = |k: i64, variant: &str, begin: &str, end: &str| {
+        [
+            step(k, variant, false).with("fp", fp(begin)),
+            done(k, 1.0).with("fp", fp(end)),
+        ]
+    };
+    let read = |k: i64, variant: &str| {
+        Event::new("output_read")
+            .with("id", k)
+            .with("variant", variant)
+    };
+    let spec = "{trace: {stream: v, expect: outputs_read}}";
+    let judge = |ev: Vec<Event>| run(spec, &evidence(&[("v", ev)]));
+    let mut base: Vec<Event> = Vec::new();
+    base.extend(call(0, "baseline", "a", "a"));
+    base.extend(call(1, "candidate", "a", "a"));
+    base.extend(call(2, "candidate", "b", "b"));
+    // none read: the by-order answer
+    let out = judge(base.clone());
+    assert!(!out.pass);
+    assert!(
+        out.why.en.starts_with("neither step's output was read"),
+        "{}",
+        out.why.en
+    );
+    assert_eq!(out.measured.en, "outputs read: baseline 0, candidate 0");
+    // both read on one input (torch.allclose(baseline_step(x), candidate_step(x)))
+    let mut both = base.clone();
+    both.extend([read(0, "baseline"), read(1, "candidate")]);
+    assert!(judge(both).pass);
+    // one side only, or the two on different inputs
+    let mut one = base.clone();
+    one.push(read(0, "baseline"));
+    assert!(judge(one)
+        .why
+        .en
+        .starts_with("no candidate output was read"));
+    let mut apart = base.clone();
+    apart.extend([read(0, "baseline"), read(2, "candidate")]);
+    let out = judge(apart);
+    assert!(!out.pass);
+    assert!(
+        out.why.en.contains("made on different inputs"),
+        "{}",
+        out.why.en
+    );
+    // an input changed while its step ran made no output of that input
+    let mut changed: Vec<Event> = Vec::new();
+    changed.extend(call(0, "baseline", "a", "a"));
+    changed.extend(call(1, "candidate", "a", "c"));
+    changed.extend([read(0, "baseline"), read(1, "candidate")]);
+    assert!(!judge(changed).pass);
+}
+
 // ------------------------------------------------------------------- the rubric, recorded runs
 
 fn recorded(name: &str) -> Observations {

@@ -23,7 +23,9 @@ rubrics/02-profiler.yaml. Probes:
   top_ops    the submission's top_ops(prof, k) for each k and each run (`top_ops.runN.topK`)
   verify     the submission's verify(op, baseline_step, candidate_step) for three candidates
              whose truth the grader knows: fast_right (¼ of the op's work, same output),
-             fast_wrong (¼ of the work, wrong output), slow_right (4× the work, same output).
+             fast_wrong (¼ of the work, wrong output), slow_right (4× the work, same output),
+             in an order drawn per grading from this process's secret (`candidate_order`: red
+             team 5 answered outputs_close by call number).
              Every step call is a `step` event (variant baseline/candidate, its input's
              fingerprint `fp` — Rust labels it against the first step's —, whether a profiler
              was recording) and, when a recording holds its calls of the op, a `recorded` event;
@@ -31,6 +33,10 @@ rubrics/02-profiler.yaml. Probes:
              (each recording window is also a pair of `timer` reads, `profiler#N`, which no
              criterion reads now). The grader times the op inside every call itself, so the
              submission's per-step numbers are checked against the very calls it profiled.
+             Each step's output goes back as an `Output` (a tensor watched by `OutputWatch`):
+             the first torch call that reads it is an `output_read {id, variant}` event, and
+             outputs_close is believed only when a baseline and a candidate output made on one
+             input were read in that call (Rust, `outputs_read`).
 
 Instrument: when this scenario is loaded (before the submission is imported) the profiler's
 switches in torch.autograd.profiler (_prepare_profiler, _enable_profiler, _disable_profiler —
@@ -55,6 +61,7 @@ faster, which is wrong) is the rubric's.
 """
 import itertools
 import math
+import random
 import sys
 import time
 from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
@@ -104,6 +111,18 @@ def _fingerprint(x):
 
 ROLES = ("baseline", "candidate")
 CANDIDATES = ("fast_right", "fast_wrong", "slow_right")
+# The order in which verify() gets the candidates, drawn per grading from a secret of this process
+# (os.urandom, when the scenario is loaded, before the import), not from the seed, which torch
+# hands back (`torch.initial_seed()`): red team 5 answered outputs_close by call number, since the
+# order was always the one above. Metrics and traces stay keyed by the candidate's name.
+_SECRET = random.SystemRandom().getrandbits(64)
+
+
+def candidate_order():
+    """CANDIDATES in this grading's order (the process's secret)."""
+    order = list(CANDIDATES)
+    random.Random(f"{_SECRET}/verify/order").shuffle(order)
+    return tuple(order)
 
 
 class CallRecord:
@@ -267,6 +286,78 @@ class ProfilerWatch:
 
 
 WATCH = ProfilerWatch()  # installed now: the scenario is loaded before the submission
+
+_Tensor = torch.Tensor
+_no_subclass = torch._C.DisableTorchFunctionSubclass  # bound before the submission is imported
+
+
+class OutputWatch:
+    """The outputs the steps of the verify call running now handed back, and which of them the
+    submission read: the first torch function or method that takes one (`torch.allclose`, `a - b`,
+    `.numpy()`, `.tolist()`, `assert_close`, …) is an `output_read {id, variant}` event in the
+    call's trace, sent as it happens (red team 5: outputs_close answered by call number, no output
+    ever looked at). Rust believes outputs_close only when a baseline output and a candidate
+    output, made on one input, were both read in that call (`outputs_read`)."""
+
+    def __init__(self):
+        self.ctx = None
+        self.live = None  # {id(output): (output, step id, variant)} of the call now; None between
+        self.read = set()
+        self.busy = 0  # a grader step is running: what it reads (an output fed back as x) is nobody's
+
+    def begin(self, ctx):
+        self.ctx, self.live, self.read = ctx, {}, set()
+
+    def end(self):
+        self.live, self.read = None, set()
+
+    def hand(self, out, k, variant):
+        """`out` as handed back to the submission: an `Output` (the same tensor, watched)."""
+        if self.live is None or not isinstance(out, _Tensor):
+            return out
+        o = out.as_subclass(Output)
+        self.live[id(o)] = (o, k, variant)
+        return o
+
+    def note(self, args, kwargs):
+        live = self.live
+        if not live or self.busy:
+            return
+        found = []
+        _tensors(args, found, 0)
+        if kwargs:
+            _tensors(tuple(kwargs.values()), found, 0)
+        for t in found:
+            hit = live.get(id(t))
+            if hit is not None and hit[0] is t and hit[1:] not in self.read:
+                self.read.add(hit[1:])
+                self.ctx.event("output_read", id=hit[1], variant=hit[2])
+
+
+def _tensors(xs, out, depth):
+    """The tensors among `xs` (lists, tuples and dicts opened three levels deep: `torch.stack([a, b])`)."""
+    for x in xs:
+        if isinstance(x, _Tensor):
+            out.append(x)
+        elif depth < 3 and isinstance(x, (list, tuple)):
+            _tensors(x, out, depth + 1)
+        elif depth < 3 and isinstance(x, dict):
+            _tensors(tuple(x.values()), out, depth + 1)
+
+
+OUTPUTS = OutputWatch()
+
+
+class Output(torch.Tensor):
+    """A verify step's output, as the submission gets it: a plain tensor in every respect but one,
+    that the first torch call taking it is noted (`OutputWatch`). What it computes is torch's own,
+    with the subclass off, so the result is a plain tensor."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        OUTPUTS.note(args, kwargs)
+        with _no_subclass():
+            return func(*args, **(kwargs or {}))
 
 
 def every_row(events, cuda):
@@ -563,7 +654,8 @@ class Lesson:
                     )
                 self.ctx.traces[f"top_ops.{run}.top{k}"] = rows
 
-    def verify(self, _number=number, _boolean=boolean, _enabled=_profiler_enabled, _watch=WATCH, _now=_time_ns):
+    def verify(self, _number=number, _boolean=boolean, _enabled=_profiler_enabled, _watch=WATCH, _now=_time_ns,
+               _outputs=OUTPUTS, _order=candidate_order):
         fn = self.need("verify")
         ctx = self.ctx
         v = ctx.params["verify"]
@@ -611,13 +703,23 @@ class Lesson:
             "slow_right": (repeat(work * work), work * work),
         }
 
-        for cand in CANDIDATES:
+        for cand in _order():  # drawn per grading (`candidate_order`): no answer by call number
             ids = itertools.count()  # step ids, shared by both steps of this verify call
 
             def wrap(role, body, ids=ids):
                 body, need = body
 
                 def step(x):
+                    # the output goes back watched (`OutputWatch`); while the step runs, nothing
+                    # it reads (an output handed back in as x) is the submission's reading
+                    _outputs.busy += 1
+                    try:
+                        out, k = run(x)
+                    finally:
+                        _outputs.busy -= 1
+                    return _outputs.hand(out, k, role)
+
+                def run(x):
                     k = next(ids)
                     t0 = _now()
                     active = bool(_enabled())
@@ -640,7 +742,7 @@ class Lesson:
                     # it stayed the same while the step computed on it (issue 38, round 4)
                     ctx.event("step_done", id=k, op_us=secs * 1e6, fp={"x": _fingerprint(x)})
                     _watch.ran(k, role, t0, t1, {"aten::mm": need})  # what `x @ w` records
-                    return out
+                    return out, k
 
                 step.make_input = make_input
                 return step
@@ -649,9 +751,11 @@ class Lesson:
             candidate_step = wrap("candidate", bodies[cand])
             ctx.trace = trace = []
             _watch.begin()
+            _outputs.begin(ctx)
             try:
                 result = fn(op, baseline_step, candidate_step)
             finally:
+                _outputs.end()
                 ctx.trace = None
                 _watch.end()
                 ctx.traces[f"verify.{cand}"] = trace

@@ -78,6 +78,10 @@ fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
                     format!("= 窗口 ÷ {}（逐个）", fmt_num(per)),
                     format!("= window ÷ {} (each)", fmt_num(per))
                 ),
+                TracePredicate::OutputsRead => text!(
+                    "读过同一输入上两个 step 的输出",
+                    "both steps' outputs on one input read"
+                ),
             }
         }
         _ => Text::same("—"),

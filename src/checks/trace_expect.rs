@@ -42,6 +42,7 @@ pub(super) fn predicate(
     let held = |v: &str| returned.as_deref().and_then(|xs| m.held(v, xs));
     match p {
         TracePredicate::SameInputs => same_inputs(&m),
+        TracePredicate::OutputsRead => outputs_read(events),
         TracePredicate::Warmup => warmup(&m, &variants, need, &held),
         TracePredicate::Synced => synced(&m, &variants, &held),
         TracePredicate::Repeats => repeats(&m, &variants, need, per, &held),
@@ -388,6 +389,91 @@ fn same_inputs(m: &Measurement) -> Outcome {
             format!("{} steps ran on other inputs ({off}): both variants must be compared on the same input ({all})", n - good)
         ),
     )
+}
+
+/// Red team 5: an answer about two steps' outputs agreeing is believed only when the submission
+/// read an output of each (`output_read {id, variant}`, sent as it happened) and the two steps ran
+/// on one input: the fingerprint each `step` event sent as it began, and its `step_done` as it
+/// ended, all equal. An answer pasted from the order of the calls reads no output.
+fn outputs_read(events: &[Event]) -> Outcome {
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+    // step id → (variant, fingerprint as it began, as it ended)
+    let mut steps: BTreeMap<i64, (String, Option<&Value>, Option<&Value>)> = BTreeMap::new();
+    let mut read: Vec<i64> = Vec::new();
+    for e in events {
+        let Some(id) = e.fields.get("id").and_then(Value::as_i64) else {
+            continue;
+        };
+        match e.e.as_str() {
+            "step" => {
+                let variant = e.field_str("variant").unwrap_or("").to_string();
+                steps.insert(id, (variant, e.fields.get("fp"), None));
+            }
+            "step_done" => {
+                if let Some(s) = steps.get_mut(&id) {
+                    s.2 = e.fields.get("fp");
+                }
+            }
+            "output_read" if !read.contains(&id) => read.push(id),
+            _ => {}
+        }
+    }
+    // the input each read output was made on (None: the input changed while the step ran)
+    let made_on = |variant: &str| -> Vec<Option<&Value>> {
+        read.iter()
+            .filter_map(|id| steps.get(id))
+            .filter(|(v, ..)| v == variant)
+            .map(|(_, a, b)| if a.is_some() && a == b { *a } else { None })
+            .collect()
+    };
+    let (base, cand) = (made_on("baseline"), made_on("candidate"));
+    let measured = text!(
+        format!(
+            "读过的输出：baseline {} 个，candidate {} 个",
+            base.len(),
+            cand.len()
+        ),
+        format!(
+            "outputs read: baseline {}, candidate {}",
+            base.len(),
+            cand.len()
+        )
+    );
+    let same = base
+        .iter()
+        .flatten()
+        .any(|b| cand.iter().flatten().any(|c| b == c));
+    if same {
+        return Outcome::new(
+            true,
+            measured,
+            "",
+            text!(
+                "读过同一输入上 baseline 与 candidate 的输出",
+                "the baseline's and the candidate's outputs on one input were read"
+            ),
+        );
+    }
+    let why = match (base.is_empty(), cand.is_empty()) {
+        (true, true) => text!(
+            "两个 step 的输出都没有被读过：outputs_close 只有在比较过输出（例如 torch.allclose(baseline_step(x), candidate_step(x))）之后才可信",
+            "neither step's output was read: outputs_close is believed only when the outputs were compared (e.g. torch.allclose(baseline_step(x), candidate_step(x)))"
+        ),
+        (true, false) => text!(
+            "baseline 的输出没有被读过：outputs_close 要比较两个 step 在同一输入上的输出",
+            "no baseline output was read: outputs_close compares both steps' outputs on one input"
+        ),
+        (false, true) => text!(
+            "candidate 的输出没有被读过：outputs_close 要比较两个 step 在同一输入上的输出",
+            "no candidate output was read: outputs_close compares both steps' outputs on one input"
+        ),
+        (false, false) => text!(
+            "读过的 baseline 与 candidate 输出不是同一输入上的：outputs_close 要比较两个 step 在同一输入上的输出",
+            "the baseline and candidate outputs read were made on different inputs: outputs_close compares both steps' outputs on one input"
+        ),
+    };
+    Outcome::new(false, measured, "", why)
 }
 
 /// The sources of a variant's returned numbers, when the rubric names them and each has one.

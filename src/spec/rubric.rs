@@ -279,6 +279,10 @@ pub enum TracePredicate {
     /// Every number of the list `{stream}.{samples}` is seconds per step of a timed window, in
     /// window order, rebuilt from the clock values the grader recorded.
     Samples,
+    /// The submission read (`output_read` events) the output of a `baseline` step and of a
+    /// `candidate` step that ran on one input (their fingerprints equal as each began and ended):
+    /// what an answer about the outputs agreeing needs before it is believed (lesson 02).
+    OutputsRead,
 }
 
 /// One stream name or a list of them: a trace check holds for every stream it names.
