@@ -519,21 +519,29 @@ class Lesson:
         # fn ran is counted in Rust from the `step` events (calls_exact), not from a counter here.
         self.record_sim_truth(calls, compile_s, costs, sim.host)
         made = itertools.count()
+        # this call's own fn and sync (`lib.Lease`): kept and called in a later time_calls() (the
+        # simulated sync standing in for the real one), they do nothing and the gate names them
+        lease, sealed = lib.Lease("fn()/sync()", "time_calls()"), lib.sealed
 
         def fn(x):
-            k = next(made)
-            sim.work(costs[min(k, len(costs) - 1)], block=compile_s if k == 0 else 0.0)
-            return x
+            with sealed(ctx, lease):
+                k = next(made)
+                sim.work(costs[min(k, len(costs) - 1)], block=compile_s if k == 0 else 0.0)
+                return x
+
+        def sync():
+            with sealed(ctx, lease):
+                sim.sync()
 
         ctx.trace = trace = []
         try:
-            with sim:
+            with sim, lease:
                 # the input still being copied when time_calls starts (after `.to(device)` on a GPU,
                 # as in a student's own script): a first clock read without sync() opens on queued
                 # work. The compile (host time) outlasts it, so the first number is the same either
                 # way; the method is what timing_synced holds.
                 sim.queue(queued)
-                result = time_calls(fn, self.idx, sync=sim.sync, calls=calls)
+                result = time_calls(fn, self.idx, sync=sync, calls=calls)
         finally:
             ctx.trace = None
             ctx.traces["sim"] = trace
@@ -600,6 +608,12 @@ class Lesson:
         last = []  # the latest call's logits, copied as it returned (the submission's, not an answer)
         batch = self.idx.clone()  # the grader's own copy of what it hands over
         cost = ctx.cost_clock
+        # this call's own fn and sync (`lib.Lease`, red team 5): an eager fn kept from the eager
+        # call and timed in the compiled one, or a compiled fn kept for compile_for_shapes, does
+        # nothing outside its call and the gate names it; and none of the submission's code runs
+        # inside them (`lib.sealed`: the collector off until after the closing stamp, so a
+        # finalizer it provoked is its own time, outside the call)
+        lease, sealed = ctx.lib.Lease("fn()/sync()", f"time_calls() of the {name} model"), ctx.lib.sealed
 
         def stamped(kind, c0):
             c1 = cost()
@@ -607,37 +621,40 @@ class Lesson:
             ctx.overhead += cost() - c1
 
         def fn(x):
-            c0 = cost()
-            try:
-                k = made[0]
-                made[0] += 1
-                ctx.event("step", id=k, inputs={"idx": _fed(x, batch)})
-                t0 = ctx.clock()
-                with torch.no_grad():
-                    out = m(x)
-                self.sync()
-                took = ctx.clock() - t0
-                ctx.event("step_done", id=k, grader_s=took)
-                if k == 0:
-                    ctx.metric(f"real.{name}.grader_first_s", took)
-                with _DisableTorchFunction():
-                    got = out[0] if isinstance(out, tuple) else out
-                    last[:] = [got.detach().clone() if isinstance(got, _Tensor) else got]
-                return out
-            finally:
-                stamped("fn", c0)
+            with sealed(ctx, lease):
+                c0 = cost()
+                try:
+                    k = made[0]
+                    made[0] += 1
+                    ctx.event("step", id=k, inputs={"idx": _fed(x, batch)})
+                    t0 = ctx.clock()
+                    with torch.no_grad():
+                        out = m(x)
+                    self.sync()
+                    took = ctx.clock() - t0
+                    ctx.event("step_done", id=k, grader_s=took)
+                    if k == 0:
+                        ctx.metric(f"real.{name}.grader_first_s", took)
+                    with _DisableTorchFunction():
+                        got = out[0] if isinstance(out, tuple) else out
+                        last[:] = [got.detach().clone() if isinstance(got, _Tensor) else got]
+                    return out
+                finally:
+                    stamped("fn", c0)
 
         def sync():
-            c0 = cost()
-            try:
-                ctx.event("sync")
-                self.sync()
-            finally:
-                stamped("sync", c0)
+            with sealed(ctx, lease):
+                c0 = cost()
+                try:
+                    ctx.event("sync")
+                    self.sync()
+                finally:
+                    stamped("sync", c0)
 
         ctx.trace = trace = []
         try:
-            result = time_calls(fn, self.idx.clone(), sync=sync, calls=calls)
+            with lease:
+                result = time_calls(fn, self.idx.clone(), sync=sync, calls=calls)
         finally:
             ctx.trace = None
             ctx.traces[f"real.{name}"] = trace

@@ -81,6 +81,8 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
         }
     }
     let mut matched = 0;
+    // each matched window's own seconds beyond its `median_s` allowance (the median rule)
+    let mut over = Vec::new();
     for (j, &k) in calls.iter().enumerate() {
         let (name, reported) = match j {
             0 => ("first_s".to_string(), Some(first)),
@@ -106,6 +108,16 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
         };
         if !giving.is_empty() && stretched.is_none() {
             matched += 1;
+            if let Some(idle) = spec.idle.as_ref().filter(|i| i.median_s.is_some()) {
+                let least = giving
+                    .iter()
+                    .filter_map(|s| stretch(&m, s, idle))
+                    .map(|(_, busy, own, _)| (own - idle.max_share * busy, own))
+                    .min_by(|a, b| a.0.total_cmp(&b.0));
+                if let Some(x) = least {
+                    over.push(x);
+                }
+            }
             continue;
         }
         if bad.len() >= 4 {
@@ -166,6 +178,22 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
                 ),
             ),
         });
+    }
+    if let (Some(limit), false) = (spec.idle.as_ref().and_then(|i| i.median_s), over.is_empty()) {
+        over.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (excess, own) = over[over.len() / 2];
+        if excess > limit {
+            bad.push((
+                format!(
+                    "{} 个计时窗口里你自己的代码（窗口中交给你的 fn()/sync() 之外）的时间中位数为 {} s，超过允许的 {} s + 调用时间的 {}%：每个窗口都被拉长了（sleep、空转、gc.collect()），窗口里只放这次调用和 sync()",
+                    over.len(), fmt_num(own), fmt_num(limit), spec.idle.as_ref().map_or(0.0, |i| i.max_share * 100.0)
+                ),
+                format!(
+                    "the median of your own code's seconds in the {} timed windows (outside the fn()/sync() calls handed over) is {} s, more than the {} s + {} % of the calls' time allowed: every window is stretched (a sleep, a spin, a gc.collect()); put only the call and sync() in a window",
+                    over.len(), fmt_num(own), fmt_num(limit), spec.idle.as_ref().map_or(0.0, |i| i.max_share * 100.0)
+                ),
+            ));
+        }
     }
     Ok(Found {
         matched,
