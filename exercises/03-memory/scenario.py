@@ -118,11 +118,17 @@ def _drop_grad(p):
     accumulated, so `.grad` is None after the backward and the optimizer makes no state for it.
     Grads and optimizer state then differ from the parameters' bytes by a drawn amount, read
     only after the step (a formula of the shapes, before it, is wrong)."""
-    if _DROPPING.get(id(p)) is not None:  # every backward of the row (a second one too)
-        p.grad = None
-        told = _DROP_TOLD[0]
-        if told is not None:
-            told.dropped.add(id(p))
+    if _DROPPING.get(id(p)) is None:
+        return
+    told = _DROP_TOLD[0]
+    # only in a backward that began at the loss the observed model returned (the observer's
+    # running step), every such backward of the row: a backward of the submission's own (a
+    # `p.sum() * 0` of each parameter) would learn the draw before the step (red team 6)
+    if told is not None and told.backward is None:
+        return
+    p.grad = None
+    if told is not None:
+        told.dropped.add(id(p))
 
 
 def _drop_hooks(model):
@@ -187,6 +193,7 @@ class Watched(object):
         self.call = call
         self.cases = weakref.WeakKeyDictionary()  # model -> the grader's copy of its batch
         self.first = None
+        self.params_at = {}  # id of a `shape` event in the trace -> its model's parameters' data_ptrs
 
     def __getattr__(self, name):  # the rest of the observer's interface is the base's
         return getattr(self.base, name)
@@ -213,7 +220,10 @@ class Watched(object):
             b, t = (int(n) for n in idx.shape)
         except (AttributeError, TypeError, ValueError):
             b, t = -1, -1  # not a (B, T) tensor: the forward fails on its own
+        ptrs = frozenset(st.data_ptr() for st in ctx.lib.param_storages(model))
         ctx.event("shape", batch=b, seq_len=t, case=bool(self.on_case(model, idx, targets)))
+        if ctx.trace:  # which parameters this forward's saves leave out (`Lesson.watched_call`)
+            self.params_at[id(ctx.trace[-1])] = ptrs
         tag = self.setup.tag(self.call, b, t)
         _drop_next(model, self.setup.dropped(self.call, b, t), self.base)
         out = self.base.forward(model, idx, targets, _tagged(tag, self.setup.pads(self.call, b, t), blocks_fn))
@@ -223,13 +233,36 @@ class Watched(object):
 
 
 def _state_bytes(optimizer):
-    """Σ numel × element_size over every tensor in `optimizer.state`, read by the grader."""
-    total = 0
+    """The bytes of the distinct storages of the tensors in `optimizer.state`, read by the grader:
+    what the state really holds (Σ numel × element_size for the optimizer's own contiguous
+    tensors; a zero-stride `expand` of one element put there by hand holds 4 B, not its shape's
+    worth: red team 6)."""
+    seen = {}
     for st in list(optimizer.state.values()):
         for v in list(st.values()) if isinstance(st, dict) else ():
             if isinstance(v, torch.Tensor):
-                total += v.numel() * v.element_size()
-    return total
+                try:
+                    storage = v.untyped_storage()
+                    seen[storage.data_ptr()] = storage.nbytes()
+                except (RuntimeError, NotImplementedError, TypeError):
+                    seen[("tensor", id(v))] = v.numel() * v.element_size()
+    return sum(seen.values())
+
+
+def _holding(held, optimizer, args, kwargs):
+    """Step pre-hook the grader registers first on every optimizer of a drawn row (`Setup.held`):
+    the drawn parameter's gradient is set aside for the step, so the optimizer makes no state for
+    it and leaves it as it is, and put back by `_stepped` as the step returns. Which parameter is
+    decided here, inside the step: the gradients and `param_groups` before it (and after it) do
+    not tell (red team 6: state worked out from them before `step()`); only the state read after
+    the step does."""
+    p = held()
+    if p is not None and p.grad is not None:
+        _HELD[id(optimizer)] = (p, p.grad)
+        p.grad = None
+
+
+_HELD = {}
 
 
 def _stepped(ctx, call, b, t, optimizer, args, kwargs):
@@ -242,7 +275,18 @@ def _stepped(ctx, call, b, t, optimizer, args, kwargs):
     row's `optimizer_state` to that reading: a sweep that never steps, or state priced from the
     gradients (the parameter left out of the optimizer, `Setup.left_out`, makes that wrong), is
     no measurement."""
-    ctx.event("opt_step", call=call, batch=int(b), seq_len=int(t), state=int(_state_bytes(optimizer)))
+    state = int(_state_bytes(optimizer))
+    p, g = _HELD.pop(id(optimizer), (None, None))
+    if p is not None and p.grad is None:
+        p.grad = g  # the drawn parameter's gradient back, as it was before the step
+    ctx.event("opt_step", call=call, batch=int(b), seq_len=int(t), state=state)
+
+
+def _put_back(optimizer, args, kwargs):
+    """The grader's own ledger's step post-hook: the held parameter's gradient back (`_holding`)."""
+    p, g = _HELD.pop(id(optimizer), (None, None))
+    if p is not None and p.grad is None:
+        p.grad = g
 
 
 def _lm_batch(idx, targets):
@@ -335,10 +379,21 @@ class Setup:
         others = [i for i in range(len(self.param_numels)) if i != k]
         return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/left_out").choice(others)
 
+    def held(self, call, b, t):
+        """The index of the parameter whose gradient the grader sets aside during the step of
+        call `call`'s case at (b, t) (`_holding`): drawn per row, never the dropped or the
+        left-out one, so it has a gradient before and after the step and no optimizer state."""
+        k, out = self.dropped(call, b, t), self.left_out(call, b, t)
+        if k is None:
+            return None
+        others = [i for i in range(len(self.param_numels)) if i not in (k, out)]
+        return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/held").choice(others)
+
     def dropped_bytes(self, call, b, t, optimizer):
         """(grad bytes, optimizer-state bytes) that row's draws take off the parameters' bytes: the
-        dropped parameter has neither, the one left out of the optimizer has no state."""
-        k, out = self.dropped(call, b, t), self.left_out(call, b, t)
+        dropped parameter has neither, the one left out of the optimizer and the one held during
+        the step have no state."""
+        k, out, held = self.dropped(call, b, t), self.left_out(call, b, t), self.held(call, b, t)
         if k is None:
             return 0, 0
 
@@ -346,7 +401,16 @@ class Setup:
             n = 4 * self.param_numels[i]
             return 2 * n + 4 if optimizer == "adam" else n
 
-        return 4 * self.param_numels[k], state(k) + state(out)
+        return 4 * self.param_numels[k], state(k) + state(out) + state(held)
+
+    def hold(self, opt, model, call, b, t):
+        """Registers `_holding` (first, so it runs before any pre-hook of the submission's) for
+        the row's held parameter on `opt`, an optimizer over `model`."""
+        k = self.held(call, b, t)
+        if k is None:
+            return
+        ref = weakref.ref(list(model.parameters())[k])
+        opt.register_step_pre_hook(functools.partial(_holding, ref))
 
     def pads(self, call, b, t):
         """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy each
@@ -405,6 +469,8 @@ def _grader_ledger(setup, name, batch, call):
     model = _drop_hooks(_pad_blocks(model.to(setup.device).train()))
     b, t = (int(n) for n in batch["idx"].shape)
     opt = setup.optimizer(name, model, setup.left_out(call, b, t))
+    setup.hold(opt, model, call, b, t)
+    opt.register_step_post_hook(_put_back)
     cuda = setup.device.type == "cuda"
     blocks_fn = _tagged(setup.tag(call, b, t), setup.pads(call, b, t))
     if cuda:
@@ -489,6 +555,7 @@ class Lesson:
         opt = self.setup.optimizer(name, model, self.setup.left_out(call, b, t))
         # every step of the handed-over optimizer is seen where it happens (red team 5): a row's
         # step is whole only with its optimizer's step after the loss's backward (`whole_steps`)
+        self.setup.hold(opt, model, call, b, t)
         opt.register_step_post_hook(functools.partial(_stepped, self.ctx, call, b, t))
         if isinstance(obs, Watched):
             obs.bind(model, batch)
@@ -507,6 +574,28 @@ class Lesson:
                 raise ProbeFailed(f"make_case got {name}={v!r}; expected an int in the sweep's grid")
         return self.case(self.setup.sweep_optimizer, batch=self.setup.sweep_batch(b, t),
                          observer=self.sweep_seen)
+
+    def watched_call(self, watched, fn, *args, **kwargs):
+        """One call of the submission's, with its saved-tensors hooks observed (`ctx.observe_saves`);
+        after it, per shape, the bytes its hooks were handed in each whole forward at that shape
+        on a case of the call (`lib.hooked_forwards`) go to the probe's trace as `hooked {batch,
+        seq_len, bytes}`: a row's activations are believed only as one of them (Rust, `ledger`
+        with `steps:`; red team 6)."""
+        ctx = self.ctx
+        start = len(ctx.trace)
+        ctx.observe_saves = True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            ctx.observe_saves = False
+            seen = {}
+            params = lambda shape: watched.params_at.get(id(shape), frozenset())  # noqa: E731
+            for fwd, nbytes in ctx.lib.hooked_forwards(list(ctx.trace[start:]), params):
+                at = fwd.get("shape") or {}
+                if nbytes is not None and fwd["grad"] and fwd.get("whole") and at.get("case"):
+                    seen.setdefault((at.get("batch"), at.get("seq_len")), set()).add(int(nbytes))
+            for (b, t), sizes in sorted(seen.items()):
+                ctx.event("hooked", batch=b, seq_len=t, bytes=sorted(sizes))
 
     def quiesce(self):
         """On CUDA, free the previous case before the next peak is measured (CPU has no peak)."""
@@ -575,7 +664,7 @@ class Lesson:
             p.register_hook(lambda g, n=pname: caught(g, n))
         self.quiesce()
         ctx.event("call", call=call)  # opens this call's steps in the probe's trace
-        got = memory_ledger(model, optimizer, batch, device=case["device"])
+        got = self.watched_call(watched, memory_ledger, model, optimizer, batch, device=case["device"])
         # what the grader saw of the step, before anything returned is read
         ctx.metric(f"ledger.{label}.backwards", max(passes.values(), default=0))
         if name == "adam":
@@ -617,7 +706,8 @@ class Lesson:
         self.sweep_seen = Watched(self.ctx, self.ctx.lib.StepObserver(self.ctx, self.batch),
                                   self.setup, "sweep.student")
         self.ctx.event("call", call="sweep.student")
-        got = sweep(self.make_case, batches=list(grid["batches"]), seq_lens=list(grid["seq_lens"]))
+        got = self.watched_call(self.sweep_seen, sweep, self.make_case, batches=list(grid["batches"]),
+                                seq_lens=list(grid["seq_lens"]))
         if not isinstance(got, (list, tuple)):
             raise ProbeFailed(f"sweep(...) returned {type(got).__name__}; expected a list of dicts")
         number = self.ctx.lib.number

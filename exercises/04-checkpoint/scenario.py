@@ -141,48 +141,31 @@ class Lesson:
         """Bytes of distinct storages saved for backward during fn(), parameters excluded."""
         return self.ctx.lib.saved_bytes(model, fn)  # shared with lesson 03
 
-    @staticmethod
-    def hooked_bytes(trace, params):
+    def hooked_bytes(self, trace, params):
         """{variant: {bytes}}: what saved-tensors hooks entered in this compare() call were handed
         (`saved` events, the driver's observed `saved_tensors_hooks`) in each forward of the
         observed model with autograd on, by what that forward ran (its `fwd_end` variant: "off"
-        when no layer ran in any checkpoint, else "on"): per forward and per hooks' entry, the distinct storages' bytes
-        (by `data_ptr`), the grader's parameters excluded. A number the submission reports for a
+        when no layer ran in any checkpoint, "on" when every layer did; others count for
+        neither): per forward, the distinct storages' bytes (by `data_ptr`), the grader's
+        parameters excluded (`lib.hooked_forwards`). A number the submission reports for a
         variant is believed only when it is one of that variant's (issue 38): a formula of the
         shapes, bytes measured in another model, in an earlier call, or in a forward of the other
         variant (hooks hiding the blocks' saves in a forward that checkpoints nothing) are none of
         them. Which inputs the forward ran on is judged elsewhere (compare_same_inputs; the bytes
         must also equal the grader's own for that variant on that call's batch).
 
-        A forward's bytes are a hooks' entry's only when the entry was entered before the forward
-        began (it saw the whole forward, not a tensor handed to hooks entered inside the blocks)
-        and the forward ran every layer on the whole batch (`fwd_end {whole}`): bytes measured on
-        a slice of the batch and scaled up, then shown to a hook in a forward of one row, are none
-        of them (red team 5)."""
+        A forward's bytes count only when every save the driver saw in it went to one hooks'
+        entry entered before it began, and it ran every layer on the whole batch (`fwd_end
+        {whole}`): bytes measured on a slice of the batch and scaled up, then shown to a hook in a
+        forward of one row, are none of them (red team 5)."""
         seen = {}
-        entered = set()  # hooks' entries entered so far (`hooks {h}` events)
-        windows = []  # forwards running now: (id, autograd on, {h: {p: n}}, entries before it)
-        for ev in trace:
-            kind = ev.get("e")
-            if kind == "hooks":
-                entered.add(ev.get("h"))
-            elif kind == "step":
-                windows.append((ev.get("id"), bool(ev.get("grad")), {}, frozenset(entered)))
-            elif kind == "saved":
-                if windows and ev.get("p") not in params and ev.get("h") in windows[-1][3]:
-                    windows[-1][2].setdefault(ev.get("h"), {})[ev.get("p")] = ev.get("n")
-            elif kind == "fwd_end":
-                while windows and windows[-1][0] != ev.get("id"):
-                    windows.pop()  # a forward that raised: never ended
-                if windows:
-                    _, ok, hooks, _ = windows.pop()
-                    if ok and ev.get("whole"):
-                        # an "off" row's bytes from a forward that checkpointed nothing; an
-                        # "on" row's from one that did (how well is judged by the other criteria)
-                        kind = "off" if ev.get("variant") == "off" else "on"
-                        seen.setdefault(kind, set()).update(
-                            sum(sizes.values()) for sizes in hooks.values()
-                        )
+        for forward, nbytes in self.ctx.lib.hooked_forwards(trace, params):
+            kind = forward.get("variant")
+            # an "off" row's bytes from a forward that checkpointed nothing; an "on" row's from one
+            # where every layer ran in a checkpoint (a forward with one checkpoint of nothing beside
+            # unwrapped blocks is neither: red team 6), of the whole batch, with autograd on
+            if nbytes is not None and forward["grad"] and forward.get("whole") and kind in ("off", "on"):
+                seen.setdefault(kind, set()).add(nbytes)
         return seen
 
     # -- probes -------------------------------------------------------------------------------

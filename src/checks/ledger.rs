@@ -90,6 +90,11 @@ pub struct Seen {
     /// Shapes whose forward and backward the grader saw with no optimizer step of that case after
     /// them (a sweep that never steps: red team 5), to say so.
     pub no_update: BTreeSet<(i64, i64)>,
+    /// Per shape, the bytes the submission's saved-tensors hooks were handed in a whole forward
+    /// at that shape on that row's case (`hooked {batch, seq_len, bytes}`, sent by the scenario
+    /// after the call: `lib.hooked_forwards`): a row's `activations` are believed only as one of
+    /// them (red team 6: the closed form plus the grader's draws, each spied on its own).
+    pub hooked: BTreeMap<(i64, i64), BTreeSet<i64>>,
 }
 
 /// Every whole training step the grader saw, per call. In each trace, a `call {call}` event
@@ -121,6 +126,9 @@ pub fn whole_steps<'a>(traces: impl IntoIterator<Item = &'a [Event]>) -> BTreeMa
                 let all = out.entry(c.clone()).or_default();
                 all.whole.append(&mut seen.whole);
                 all.no_update.append(&mut seen.no_update);
+                for (shape, bytes) in std::mem::take(&mut seen.hooked) {
+                    all.hooked.entry(shape).or_default().extend(bytes);
+                }
             }
             *seen = Seen::default();
             backed.clear();
@@ -147,6 +155,13 @@ pub fn whole_steps<'a>(traces: impl IntoIterator<Item = &'a [Event]>) -> BTreeMa
                 "step_done" => {
                     if let Some(s) = id().and_then(|id| started.get(&id)) {
                         backed.insert(*s);
+                    }
+                }
+                "hooked" => {
+                    if let Some(s) = int(ev, "batch").zip(int(ev, "seq_len")) {
+                        let bytes = ev.fields.get("bytes").and_then(serde_json::Value::as_array);
+                        let set = seen.hooked.entry(s).or_default();
+                        set.extend(bytes.into_iter().flatten().filter_map(serde_json::Value::as_i64));
                     }
                 }
                 // the optimizer of a case of this call stepped after that case's backward
@@ -275,14 +290,17 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                 ));
                 continue;
             }
-            // the optimizer state the grader read at this row's optimizer step (`opt_step`)
+            // the optimizer state the grader read at this row's optimizer step (`opt_step`), and
+            // the bytes the submission's hooks were handed in a whole forward at the row's shape
             let mut reading: Option<i64> = None;
+            let mut hooked: Option<&BTreeSet<i64>> = None;
             if let Some(seen) = &steps {
                 let shape = (
                     int(t, "batch").unwrap_or(-1),
                     int(t, "seq_len").unwrap_or(-1),
                 );
                 let call = seen.get(*a_name);
+                hooked = call.and_then(|s| s.hooked.get(&shape));
                 if let Some(state) = call.and_then(|s| s.whole.get(&shape)) {
                     stepped += 1;
                     reading = *state;
@@ -335,6 +353,24 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                     Some(r) if entry == "optimizer_state" && got.is_some_and(|g| g != r) => Some(r),
                     _ => None,
                 };
+                // activations are believed as measured: one of the byte counts the submission's
+                // saved-tensors hooks were handed in a whole forward at the row's shape in that call
+                if entry == "activations" && steps.is_some() && got == Some(want) {
+                    let seen_it = got.is_some_and(|g| hooked.is_some_and(|h| h.contains(&g)));
+                    if !seen_it {
+                        let g = fmt_num(got.unwrap_or(0) as f64);
+                        bad_zh.push(format!(
+                            "{a_name} {} activations：{g}，但在返回它的调用中，没有哪次该形状的完整前向把这些字节交给你的 saved_tensors_hooks（只有测出来的数才算）",
+                            at(t)
+                        ));
+                        bad_en.push(format!(
+                            "{a_name} {} activations: {g}, but no whole forward at that shape in the call that returned it handed those bytes to your saved_tensors_hooks (only a measured number counts)",
+                            at(t)
+                        ));
+                        first_bad.get_or_insert((got.unwrap_or(0), want));
+                        continue;
+                    }
+                }
                 if let (Some(r), true) = (held, got == Some(want)) {
                     let (g, rs) = (fmt_num(got.unwrap_or(0) as f64), fmt_num(r as f64));
                     bad_zh.push(format!(

@@ -479,8 +479,12 @@ def _install_saved_hooks(ctx, torch):
     entered then push a pack hook that first records what autograd hands it (`saved` events in the
     active trace: the hooks' entry `h`, the storage's `data_ptr` `p` and `nbytes` `n`), then calls
     the submission's; the grader then knows which bytes a submission's hooks were handed in which
-    forward (lesson 04: `activation_bytes` is held to them). Otherwise (and for torch's own
-    subclasses of the real class: checkpoint's) nothing changes. A submission's subclass derives
+    forward (lesson 04: `activation_bytes` is held to them). Always, while the grader measures
+    saved bytes (`lib.saved_bytes`), what the submission's pack hook returns is reported to that
+    measure (`lib.SAVES_SINKS`): its hooks, innermost, replace the grader's, and what autograd
+    keeps is what they return (red team 6: hooks that park every save in a numpy arena, or that
+    hide the saves of a forward that checkpoints nothing). Torch's own subclasses of the real
+    class (checkpoint's) are not touched. A submission's subclass derives
     from this class (the policy's `bases:` name resolves to it)."""
     import torch.autograd.graph as graph_mod
 
@@ -490,13 +494,20 @@ def _install_saved_hooks(ctx, torch):
 
     class saved_tensors_hooks(real):
         def __enter__(self):
-            pack = self.pack_hook
+            def pack(t, _pack=self.pack_hook):
+                kept = _pack(t)
+                sinks = getattr(ctx.lib, "SAVES_SINKS", None)
+                if sinks:  # the grader measures saved bytes now: what autograd keeps is `kept`
+                    sinks[-1](t, kept)
+                return kept
+
+            _entry(pack)
             if ctx.observe_saves:
                 entries[0] += 1
                 h = entries[0]
                 ctx.event("hooks", h=h)  # entered here: before which forwards (lesson 04)
 
-                def pack(t, _pack=self.pack_hook, _h=h):
+                def pack(t, _pack=pack, _h=h):
                     try:
                         s = t.untyped_storage()
                         ptr, n = s.data_ptr(), s.nbytes()

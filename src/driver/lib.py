@@ -91,18 +91,41 @@ def saved_bytes(model, fn):
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
 
-    def pack(t):
-        s = t.untyped_storage()
+    def note(t):
+        try:
+            s = t.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return
         ptr = s.data_ptr()
         if ptr not in params:
             # the storage held while fn() runs: a freed one's address reused by a later tensor
             # (hooks of the submission's own that drop what they are handed) is not one storage
             seen[ptr] = (s.nbytes(), s)
+
+    def pack(t):
+        note(t)
         return t
 
-    with _saved_tensors_hooks(pack, lambda t: t):
-        out = fn()
+    def handed(t, kept):
+        """A pack hook of the submission's own, innermost (so the grader's `pack` is not called),
+        was handed `t` and returned `kept` (the driver's observed `saved_tensors_hooks`): what
+        autograd keeps is what it returned, a tensor's storage; anything else (a slot number, a
+        numpy array, a file name) keeps `t`'s bytes somewhere the grader cannot follow, so they
+        count as kept (issue 38: memory is what's alive, wherever it is)."""
+        note(kept if isinstance(kept, torch.Tensor) else t)
+
+    SAVES_SINKS.append(handed)
+    try:
+        with _saved_tensors_hooks(pack, lambda t: t):
+            out = fn()
+    finally:
+        SAVES_SINKS.remove(handed)
     return out, sum(n for n, _ in seen.values())
+
+
+# What the submission's pack hooks are handed and return while the grader measures saved bytes
+# (`saved_bytes`): the driver's observed `saved_tensors_hooks` calls the innermost sink.
+SAVES_SINKS = []
 
 
 _COMPRESSED = (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
@@ -269,11 +292,57 @@ def kept_bytes(model, fn, params):
     finally:
         if not tracing:
             tracemalloc.stop()
-    alive = {
-        k: n for table in (made.filled, made.made) for k, (ref, n) in table.items()
-        if k not in excluded and not ref.expired()
-    }
+    alive = {k: n for k, (ref, n) in made.made.items() if k not in excluded and not ref.expired()}
+    for k, (ref, n) in made.filled.items():
+        # memory that was there before the forward (a buffer; host memory a `from_numpy` view
+        # names) and written during it keeps what was written, even when the tensor naming it
+        # is gone: a numpy arena outlives the transient views it was filled through (red team 6)
+        if k not in excluded and (k not in made.made or not ref.expired()):
+            alive[k] = n
     return out, sum(alive.values()) + exported.bytes + heap
+
+
+def hooked_forwards(trace, params):
+    """Every forward of an observed model in `trace` and the bytes the submission's saved-tensors
+    hooks were handed in it (the driver's observed `saved_tensors_hooks`, while the scenario sets
+    `ctx.observe_saves`: `hooks {h}` when an entry is entered, `saved {h, p, n}` per save), shared
+    by lessons 03 and 04 (issue 38: a number is believed only when the grader saw the work that
+    made it). Yields `(forward, bytes)`: `forward` the `fwd_end` event (its `variant`, `whole`)
+    with `grad` (autograd on) and `shape` (the scenario's `shape` event right before its `step`,
+    or None); `bytes` the distinct storages' bytes (by `data_ptr`; the parameters' left out:
+    `params`, a set of `data_ptr`s, or a function of the forward's `shape` event giving that
+    forward's model's, when models come and go and a freed parameter's address is reused) when every save of that forward went to ONE hooks' entry entered
+    before the forward began, else None: saves split between two entries (identity hooks on top
+    taking the model's saves while the measuring ones are handed a tensor of a size worked out
+    elsewhere: red team 6), or handed to hooks entered inside the forward (a tensor shown to
+    them there: red team 5), measure nothing."""
+    entered = set()  # hooks' entries entered so far (`hooks {h}` events)
+    windows = []  # forwards running now: [step event, shape, {h: {p: n}}, entries before it]
+    shape = None
+    for ev in trace:
+        kind = ev.get("e")
+        if kind == "hooks":
+            entered.add(ev.get("h"))
+        elif kind == "shape":
+            shape = ev
+        elif kind == "step":
+            excluded = params(shape) if callable(params) else params
+            windows.append((ev, shape, {}, frozenset(entered), excluded))
+            shape = None
+        elif kind == "saved":
+            if windows and ev.get("p") not in windows[-1][4]:
+                windows[-1][2].setdefault(ev.get("h"), {})[ev.get("p")] = ev.get("n")
+        elif kind == "fwd_end":
+            while windows and windows[-1][0].get("id") != ev.get("id"):
+                windows.pop()  # a forward that raised: never ended
+            if not windows:
+                continue
+            step, at, hooks, before, _ = windows.pop()
+            forward = dict(ev, grad=bool(step.get("grad")), shape=at)
+            if len(hooks) == 1 and next(iter(hooks)) in before:
+                yield forward, sum(next(iter(hooks.values())).values())
+            else:
+                yield forward, None
 
 
 def label(t, reference):
@@ -341,7 +410,7 @@ class StepObserver:
             state["layers"] += 1
             # a layer ran on the batch when it took in every position of it, at once or over
             # several calls (micro-batches): one row of it, broadcast back, is no step's work
-            state["pos"][id(module)] = state["pos"].get(id(module), 0) + _positions(args)
+            state["pos"][id(module)] = state["pos"].get(id(module), 0) + _positions(args, state["seq"])
             if state["pos"][id(module)] >= state["need"]:
                 state["ran"].add(id(module))
             if self.checkpoints:
@@ -426,13 +495,14 @@ class StepObserver:
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock(), c=ctx.cost_clock())
         before = ctx.tally("ckpt")
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
-                 "ran": set(), "pos": {}, "need": 0, "back": set(), "loss": True, "recomputed": 0,
+                 "ran": set(), "pos": {}, "need": 0, "seq": None, "back": set(), "loss": True, "recomputed": 0,
                  "done": False,
                  "grads": None, "frames": [], "counted": [], "where": {}, "fp": {},
                  "reruns": {}, "refp": {}, "blocks": model.blocks,
                  "all": {id(m) for b in model.blocks for m in (b.attn, b.mlp)}}
         x = model.embed(idx)
         state["need"] = _positions((x,))  # the batch's positions: what every layer must take in
+        state["seq"] = x.shape[1] if x.dim() == 3 else None  # ... as whole sequences of this length
         if grad and x.requires_grad:
 
             def reached_embedding(g, state=state):
@@ -565,11 +635,16 @@ class StepObserver:
         return {"recomputed": recomputed, "reruns": total}
 
 
-def _positions(args):
+def _positions(args, seq=None):
     """The positions (batch × sequence rows, the last dimension being the features) a layer's
-    first tensor argument holds; 0 without one."""
+    first tensor argument holds; 0 without one. With `seq` (the batch's sequence length), only
+    whole sequences count: a (B, T, d) input, or a micro-batch (b, T, d) of it. The same positions
+    regrouped as B·T sequences of one token (`x.reshape(B * T, 1, d)`) hold every position but
+    skip attention's T × T work: no step's work (red team 6)."""
     t = args[0] if args else None
     if not isinstance(t, torch.Tensor) or t.dim() == 0 or t.shape[-1] == 0:
+        return 0
+    if seq is not None and (t.dim() != 3 or t.shape[1] != seq):
         return 0
     return t.numel() // t.shape[-1]
 
