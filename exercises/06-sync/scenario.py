@@ -160,6 +160,35 @@ class Lesson:
         `kept_graph`. Returns (marks, hook handle)."""
         return self.ctx.lib.step_marks(model)
 
+    @staticmethod
+    def count_work(model, opt, shape):
+        """Counters of one train() call's work, kept by hooks of the grader's that read no value
+        (nothing waits for the device): [forwards of `model` on a (B, T) input of `shape`,
+        backwards that reached the token embedding, steps of `opt`]. Returns (counts, handles)."""
+        work = [0, 0, 0]
+
+        def forward(module, args):
+            if args and isinstance(args[0], torch.Tensor) and args[0].shape == shape:
+                work[0] += 1
+
+        def backward(p):
+            work[1] += 1
+
+        def stepped(optimizer, args, kwargs):
+            work[2] += 1
+
+        first = next(iter(model.parameters()))
+        return work, [model.register_forward_pre_hook(forward),
+                      first.register_post_accumulate_grad_hook(backward),
+                      opt.register_step_post_hook(stepped)]
+
+    def logs_tensor(self, logged):
+        """What a train() call returned, as float64 (NaN when it is not a list of numbers: it
+        equals nothing)."""
+        if type(logged) in (list, tuple) and all(_scalar(self.ctx, v) for v in logged):
+            return torch.tensor([self.ctx.lib.number(v) for v in logged], dtype=torch.float64)
+        return torch.full((1,), float("nan"), dtype=torch.float64)
+
     def train_runs(self, who):
         """Both runs of `who`'s train(); the first bad return value fails the probe at the end."""
         ctx = self.ctx
@@ -215,10 +244,12 @@ class Lesson:
         marks, hook = self.mark_steps(model)
 
         def job():
-            out = train(model, batches, opt, log_every=log_every)
+            out = job.logged = train(model, batches, opt, log_every=log_every)
             for _ in range(extra_reads):
                 value.item()
             return out
+
+        job.logged = None  # what train() returned (`save_logs`): no call, nothing returned
 
         return job, marks, hook
 
@@ -242,6 +273,14 @@ class Lesson:
         # Python post-processing)
         events = prof.profiler.kineto_results.events()
         ctx.metric(key, sum(1 for e in events if e.name() in SYNC_EVENTS))
+        self.save_logs(who, key.split(".")[0] + "_grader", run)
+
+    def save_logs(self, who, purpose, job):
+        """What the train() of a profiled job returned (`jobs/logs/<who>/<purpose>`): every such
+        job trains the same batches from the same weights, so the submission's logs must be the
+        baseline's, in the calls that are profiled or counted too (every call is held to the
+        contract: red team 6 logged nothing in the calls whose result nobody read)."""
+        self.ctx.save_tensor(f"jobs/logs/{who}/{purpose}", self.logs_tensor(job.logged))
 
     # -- probes -------------------------------------------------------------------------------
     def train(self):
@@ -328,18 +367,27 @@ class Lesson:
             model = self.model()
             opt = self.optimizer(model)
             marks, hook = self.mark_steps(model)
+            work, hooks = self.count_work(model, opt, batches[0][0].shape)
             counter = self.counter(who, marks, tag={"who": who, "call": k})
             try:
                 self.sync()
                 with counter:
                     t0 = clock()
-                    fns[who](model, batches, opt, log_every=log_every)
+                    logged = fns[who](model, batches, opt, log_every=log_every)
                     self.sync()
                     if samples is not None:
                         samples.append(clock() - t0)
             finally:
                 hook.remove()
+                for h in hooks:
+                    h.remove()
             self.ctx.save_tensor(f"timing/params/{who}/{k}", digest(model))
+            # and the call did the training, as the contract says (red team 6: parameters copied
+            # in from a side run made in an earlier call; the logs skipped in the calls nobody
+            # reads): its forwards on batches of the call's shape, its backwards and its
+            # optimizer steps, and what it returned, each equal to the baseline's on those batches
+            self.ctx.save_tensor(f"timing/work/{who}/{k}", torch.tensor(work, dtype=torch.float64))
+            self.ctx.save_tensor(f"timing/logs/{who}/{k}", self.logs_tensor(logged))
 
         def drawn():
             offset = _draw(seq_len)
@@ -413,6 +461,7 @@ class Lesson:
                 errors.append(f"{e}: count_syncs() must return how many sync events it counted, an int")
                 continue
             ctx.metric(f"count_syncs.{who}", n)
+            self.save_logs(who, "count_syncs", inner)
             self.grader_profile(who, extra, key=f"count_syncs.grader.{who}")
         if errors:
             raise ProbeFailed(errors[0])

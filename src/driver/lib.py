@@ -876,6 +876,10 @@ READBACKS = _Frozen({
     "__complex__": "one", "__contains__": "one",
     "tolist": "all", "numpy": "all", "__array__": "all", "__dlpack__": "all", "__repr__": "all",
     "__format__": "all", "__reduce_ex__": "all", "cpu": "all", "to": "all",
+    # the memory's address, or a storage object that gives it: on a device it names device memory
+    # host code cannot read; on a CPU run numpy reads it through `__array_interface__` with no
+    # torch call at all (red team 6), so handing it out is reading all of it
+    "data_ptr": "all", "untyped_storage": "all", "storage": "all", "_typed_storage": "all",
     "equal": 1, "allclose": 1,
     "nonzero": 8, "argwhere": 8, "masked_select": 8, "unique": 8, "unique_consecutive": 8,
 })
@@ -1237,7 +1241,14 @@ class HostReads(_TorchFunctionMode):
             _ACTIVE.pop()
         self._below.__exit__(*exc)
         self._below = None
-        return super().__exit__(*exc)
+        out = super().__exit__(*exc)
+        if not _ACTIVE:
+            # what the watched call left behind is put back before the grader's next work (a
+            # stream left on sys.stdout would run inside the baseline's timed prints: red team 6),
+            # and said in the trace (`left {what}`)
+            for what in leftover_state():
+                self.ctx.event("left", what=what)
+        return out
 
     def _frombuffer(self, *args, depth=2, **kwargs):
         """`torch.frombuffer` while this counter is active (`_frombuffer_watched`, which is what
@@ -1738,6 +1749,13 @@ def _state_reads():
         ("deterministic algorithms switched", _deterministic(), None),
         ("mkldnn switched", _mkldnn_on(), None),
         ("garbage collection switched off (gc.disable)", _gc_on(), lambda v: v and _gc_enable()),
+        # where print() writes: a stream left in place (`redirect_stdout` entered, never exited)
+        # runs the submission's Python inside every later print of the grader's, its timed
+        # baseline's too (red team 6)
+        ("sys.stdout replaced (contextlib.redirect_stdout entered and not exited)", _sys.stdout,
+         lambda v: setattr(_sys, "stdout", v)),
+        ("sys.stderr replaced (contextlib.redirect_stderr entered and not exited)", _sys.stderr,
+         lambda v: setattr(_sys, "stderr", v)),
         ("a global module hook registered", tuple(len(d) for d in _module_hooks), None),
     )
 
