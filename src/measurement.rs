@@ -37,7 +37,7 @@
 //! recording stretches, `profiler#N`).
 use crate::observations::Event;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One whole or partial step.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,6 +109,11 @@ pub struct Measurement {
     /// `call {c0, c1}` events: a handed-over `step()` or `sync()` ran from `c0` to `c1` on the
     /// grader's cost clock (position, c0, c1).
     pub calls: Vec<(usize, f64, f64)>,
+    /// Positions of the `call` events of a handed-over `sync()` (`fn: "sync"`): one with no other
+    /// handed-over call since the window opened or since the last `sync()` counted waits for
+    /// nothing, and its time is the submission's own, not work (red team 6: windows padded with
+    /// a hundred extra `sync()` calls after their last step).
+    pub sync_calls: BTreeSet<usize>,
     /// Whole steps stamped on the grader's cost clock (`c` of `step` and `step_done`, lesson 04's
     /// observer): (position of the `step`, c0, c1). A window's busy time when it holds no `call`.
     pub step_calls: Vec<(usize, f64, f64)>,
@@ -206,6 +211,7 @@ impl Measurement {
         let mut queued = Vec::new();
         let mut elapsed: BTreeMap<(i64, i64), f64> = BTreeMap::new();
         let mut calls = Vec::new();
+        let mut sync_calls = BTreeSet::new();
         let mut step_calls = Vec::new();
         let mut first_fp: BTreeMap<String, Value> = BTreeMap::new();
         let mut undone = Vec::new();
@@ -279,6 +285,9 @@ impl Measurement {
                     let c = |k: &str| e.fields.get(k).and_then(Value::as_f64);
                     if let (Some(c0), Some(c1)) = (c("c0"), c("c1")) {
                         calls.push((pos, c0, c1));
+                        if e.field_str("fn") == Some("sync") {
+                            sync_calls.insert(pos);
+                        }
                     }
                 }
                 "elapsed" => {
@@ -349,6 +358,7 @@ impl Measurement {
             elapsed,
             undone,
             calls,
+            sync_calls,
             step_calls,
         }
     }
@@ -381,7 +391,18 @@ impl Measurement {
         let inside = |(pos, ..): &&(usize, f64, f64)| open < *pos && *pos < close;
         let clip = |&(_, c0, c1): &(usize, f64, f64)| (c1.min(b) - c0.max(a)).max(0.0);
         let busy: f64 = if self.calls.iter().any(|c| inside(&c)) {
-            self.calls.iter().filter(inside).map(clip).sum()
+            // a sync() counts as work only when other work was handed over before it in the
+            // window, since the last sync() that counted: an idle sync() is the submission's time
+            let mut pending = false;
+            let mut sum = 0.0;
+            for c in self.calls.iter().filter(inside) {
+                let sync = self.sync_calls.contains(&c.0);
+                if !sync || pending {
+                    sum += clip(c);
+                }
+                pending = !sync;
+            }
+            sum
         } else if !steps {
             0.0
         } else if self.step_calls.iter().any(|c| inside(&c)) {

@@ -135,6 +135,7 @@ class CallRecord:
         self.windows = []  # (results, activities) of each recording stopped, in order
         self.stops = []  # when each of them stopped (torch's event clock, ns)
         self.credited = []  # (id, variant, {op: calls}, index of the recording) of each step seen recorded
+        self.spans = []  # (t0, t1, index of the recording) of each step seen recorded (torch's event clock, ns)
 
 
 class ProfilerWatch:
@@ -251,8 +252,14 @@ class ProfilerWatch:
                 ok = sum(ops.values()) > 0
             else:
                 ok = all(ops[n] >= c for n, c in need.items())
-            if ok:
+            # one recording holds one step's calls: a call of the other step in a recording that
+            # already holds some of this one's is not profiled on its own ("a profile of its own
+            # for each step, or one per call"; red team 6 recorded both, interleaved, in one)
+            mixed = variant is not None and any(
+                w == window and v is not None and v != variant for _, v, _, w in rec.credited)
+            if ok and not mixed:
                 rec.credited.append((k, variant, ops, window))
+                rec.spans.append((t0, t1, window))
                 total = sum(ops.values())
                 if variant is None:
                     self._event("recorded", id=k, ops=total)
@@ -348,14 +355,30 @@ def _tensors(xs, out, depth):
 OUTPUTS = OutputWatch()
 
 
+# What a torch call may ask of an output without reading a value: its metadata (red team 6: a
+# baseline output "read" through `.shape`, and the candidate's compared with a baseline rebuilt
+# elsewhere). Anything else takes its values (or could).
+_METADATA = frozenset((
+    "shape", "size", "dim", "ndim", "ndimension", "dtype", "device", "layout", "numel", "nelement",
+    "__len__", "stride", "storage_offset", "is_contiguous", "requires_grad", "is_cuda", "is_cpu",
+    "element_size", "is_floating_point", "is_complex", "names", "nbytes", "itemsize", "grad_fn",
+    "is_leaf", "__hash__",
+))
+
+
 class Output(torch.Tensor):
     """A verify step's output, as the submission gets it: a plain tensor in every respect but one,
-    that the first torch call taking it is noted (`OutputWatch`). What it computes is torch's own,
-    with the subclass off, so the result is a plain tensor."""
+    that the first torch call taking it that reads values is noted (`OutputWatch`; asking its
+    shape or dtype reads none). What it computes is torch's own, with the subclass off, so the
+    result is a plain tensor."""
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        OUTPUTS.note(args, kwargs)
+        name = getattr(func, "__name__", "")
+        if name == "__get__":  # a property's getter (`.shape`, `.dtype`): the property's name
+            name = getattr(getattr(func, "__self__", None), "__name__", "")
+        if name not in _METADATA:
+            OUTPUTS.note(args, kwargs)
         with _no_subclass():
             return func(*args, **(kwargs or {}))
 
@@ -385,6 +408,28 @@ def operator_rows(events, rows):
     of the same work never name them alike. What a run recorded is its operators."""
     python = {e.name for e in events if getattr(e, "is_python_function", False)}
     return [r for r in rows if r["name"] not in python]
+
+
+def in_steps(events, rec):
+    """The events of the call's last recording that ran inside a step the grader saw recorded in
+    it (its window on torch's event clock), and the ProfilerStep markers: what the recording holds
+    of the training. Work the submission ran between the steps (a large op of its own, made to
+    top the ranking: red team 6) is no part of the training's profile, so no row of it is one the
+    grader ranks or one top_ops() may list."""
+    last = len(rec.windows) - 1
+    spans = sorted((t0, t1) for t0, t1, w in rec.spans if w == last)
+    start = rec.windows[last][0].trace_start_ns()
+
+    def inside(e):
+        if e.name.startswith("ProfilerStep"):
+            return True
+        t = start + round(e.time_range.start * 1000)
+        i = _bisect_right(spans, (t, float("inf"))) - 1
+        return i >= 0 and spans[i][0] <= t <= spans[i][1]
+
+    kept = _EventList([e for e in events if inside(e)], use_device=getattr(events, "_use_device", None))
+    kept._tree_built = True  # the events keep the tree `events` built (building again adds children twice)
+    return kept
 
 
 def recorded_events(prof, rec):
@@ -581,7 +626,7 @@ class Lesson:
         self.ctx.metric("reference.events", len(prof.events()))
         self.ctx.traces["reference.top"] = _least(prof, self.cuda)[:20]
 
-    def profile(self, _every=every_row, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events,
+    def profile(self, _every=every_row, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events, _in_steps=in_steps,
                 _hand_over=hand_over, _watch=WATCH):
         """profile_training() twice. What is judged of each call is the grader's own record of
         it (see `recorded_events`): its steps seen recorded (`recorded` events), and the ranking,
@@ -610,7 +655,7 @@ class Lesson:
             self.profiles[run] = prof
             # the grader's answers about this profile, recorded before top_ops() sees it
             ctx.metric(f"profile.{run}.events", len(events))
-            every = _every(events, self.cuda)
+            every = _every(_in_steps(events, rec), self.cuda)
             rows = _ranking(every)
             # every row of the profile, as key_averages() has it: a row top_ops lists must be one
             # of these, with its numbers (its call count is the profile's only if the row is)
@@ -660,7 +705,9 @@ class Lesson:
         ctx = self.ctx
         v = ctx.params["verify"]
         op, rows, dim, work = str(v["op"]), int(v["rows"]), int(v["dim"]), int(v["work"])
-        gen = torch.Generator().manual_seed(ctx.seed + 2)
+        # the weight and the inputs from the process's secret, not the seed (torch's initial seed
+        # is the seed: a baseline output rebuilt from it needs no baseline step; red team 6)
+        gen = torch.Generator().manual_seed(random.Random(f"{_SECRET}/verify/weights").getrandbits(62))
         W = (torch.randn(dim, dim, generator=gen) / math.sqrt(dim)).to(self.device)
         # the wrong candidate's weight: W transposed, laid out like W itself (a contiguous copy),
         # so nothing but its output tells it from the right ones (issue 38, round 4: a transposed
@@ -668,9 +715,13 @@ class Lesson:
         WT = W.t().contiguous()
         cuda = self.cuda
 
+        made = set()  # the fingerprints of what make_input() returned (strings: no input kept)
+
         def make_input():
             """A new random input on every call (make one and feed it to both steps)."""
-            return torch.randn(rows, dim, generator=gen).to(self.device)
+            x = torch.randn(rows, dim, generator=gen).to(self.device)
+            made.add(_fingerprint(x))
+            return x
 
         def timed(x, w, acc):
             """The named op, timed by the grader (its own clock; CUDA events on the GPU)."""
@@ -725,8 +776,15 @@ class Lesson:
                     active = bool(_enabled())
                     # the input's fingerprint, sent as the step begins; Rust compares it with the
                     # first step's of this call (what "the same input" means), so no reference
-                    # input is kept where the submission could reach it
-                    ctx.event("step", id=k, variant=role, fp={"x": _fingerprint(x)}, active=active)
+                    # input is kept where the submission could reach it; and it must be one
+                    # make_input() returned
+                    fp = _fingerprint(x)
+                    if fp not in made:
+                        # an input make_input() did not return (a slice of one, a tensor of the
+                        # submission's own: 1/128 of the work, red team 6) is the same as no
+                        # other step's
+                        fp = f"{fp}, not an input make_input() returned (step {k})"
+                    ctx.event("step", id=k, variant=role, fp={"x": fp}, active=active)
                     acc = []
                     with _sealed(ctx):  # none of the submission's code runs inside (a hook on x, …)
                         out = body(x, acc)

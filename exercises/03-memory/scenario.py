@@ -121,10 +121,10 @@ def _drop_grad(p):
     if _DROPPING.get(id(p)) is None:
         return
     told = _DROP_TOLD[0]
-    # only in a backward that began at the loss the observed model returned (the observer's
-    # running step), every such backward of the row: a backward of the submission's own (a
-    # `p.sum() * 0` of each parameter) would learn the draw before the step (red team 6)
-    if told is not None and told.backward is None:
+    # only in a backward that began at a loss the observed model returned, every such backward
+    # of the row: a backward of the submission's own (a `p.sum() * 0` of each parameter) would
+    # learn the draw before the step (red team 6)
+    if told is not None and not told.in_loss_backward():
         return
     p.grad = None
     if told is not None:

@@ -145,8 +145,8 @@ class Lesson:
         """{variant: {bytes}}: what saved-tensors hooks entered in this compare() call were handed
         (`saved` events, the driver's observed `saved_tensors_hooks`) in each forward of the
         observed model with autograd on, by what that forward ran (its `fwd_end` variant: "off"
-        when no layer ran in any checkpoint, "on" when every layer did; others count for
-        neither): per forward, the distinct storages' bytes (by `data_ptr`), the grader's
+        when no layer ran in any checkpoint; "on" when every layer did, or some layer ran in a
+        checkpoint of its block, `wrapped`; others count for neither): per forward, the distinct storages' bytes (by `data_ptr`), the grader's
         parameters excluded (`lib.hooked_forwards`). A number the submission reports for a
         variant is believed only when it is one of that variant's (issue 38): a formula of the
         shapes, bytes measured in another model, in an earlier call, or in a forward of the other
@@ -160,11 +160,13 @@ class Lesson:
         forward of one row, are none of them (red team 5)."""
         seen = {}
         for forward, nbytes in self.ctx.lib.hooked_forwards(trace, params):
-            kind = forward.get("variant")
             # an "off" row's bytes from a forward that checkpointed nothing; an "on" row's from one
-            # where every layer ran in a checkpoint (a forward with one checkpoint of nothing beside
-            # unwrapped blocks is neither: red team 6), of the whole batch, with autograd on
-            if nbytes is not None and forward["grad"] and forward.get("whole") and kind in ("off", "on"):
+            # where every layer ran in a checkpoint or some layer in a checkpoint of its block (how
+            # well is judged elsewhere; one checkpoint of nothing beside unwrapped blocks is
+            # neither: red team 6), of the whole batch, with autograd on
+            variant = forward.get("variant")
+            kind = "off" if variant == "off" else "on" if variant == "on" or forward.get("wrapped") else None
+            if nbytes is not None and forward["grad"] and forward.get("whole") and kind is not None:
                 seen.setdefault(kind, set()).add(nbytes)
         return seen
 

@@ -311,38 +311,49 @@ def hooked_forwards(trace, params):
     with `grad` (autograd on) and `shape` (the scenario's `shape` event right before its `step`,
     or None); `bytes` the distinct storages' bytes (by `data_ptr`; the parameters' left out:
     `params`, a set of `data_ptr`s, or a function of the forward's `shape` event giving that
-    forward's model's, when models come and go and a freed parameter's address is reused) when every save of that forward went to ONE hooks' entry entered
-    before the forward began, else None: saves split between two entries (identity hooks on top
-    taking the model's saves while the measuring ones are handed a tensor of a size worked out
-    elsewhere: red team 6), or handed to hooks entered inside the forward (a tensor shown to
-    them there: red team 5), measure nothing."""
+    forward's model's, when models come and go and a freed parameter's address is reused) handed
+    over from the forward's start until the next forward starts or the call ends (a loss computed
+    from the returned logits, outside the model, is part of it), when every one of them went to
+    ONE hooks' entry entered before the forward began; else None: saves split between two entries
+    (identity hooks on top taking the model's saves while the measuring ones are handed a tensor
+    of a size worked out elsewhere: red team 6), or handed to hooks entered inside the forward (a
+    tensor shown to them there: red team 5), measure nothing."""
     entered = set()  # hooks' entries entered so far (`hooks {h}` events)
-    windows = []  # forwards running now: [step event, shape, {h: {p: n}}, entries before it]
+    running = []  # forwards running now: [step event, shape, {h: {p: n}}, entries before it, excluded]
+    last = None  # the forward that ended last, still collecting saves until the next one starts
     shape = None
+
+    def result(window, end):
+        step, at, hooks, before, _ = window
+        forward = dict(end, grad=bool(step.get("grad")), shape=at)
+        if len(hooks) == 1 and next(iter(hooks)) in before:
+            return forward, sum(next(iter(hooks.values())).values())
+        return forward, None
+
     for ev in trace:
         kind = ev.get("e")
+        if kind in ("step", "call") and last is not None:
+            yield result(*last)
+            last = None
         if kind == "hooks":
             entered.add(ev.get("h"))
         elif kind == "shape":
             shape = ev
         elif kind == "step":
             excluded = params(shape) if callable(params) else params
-            windows.append((ev, shape, {}, frozenset(entered), excluded))
+            running.append((ev, shape, {}, frozenset(entered), excluded))
             shape = None
         elif kind == "saved":
-            if windows and ev.get("p") not in windows[-1][4]:
-                windows[-1][2].setdefault(ev.get("h"), {})[ev.get("p")] = ev.get("n")
+            window = running[-1] if running else last[0] if last is not None else None
+            if window is not None and ev.get("p") not in window[4]:
+                window[2].setdefault(ev.get("h"), {})[ev.get("p")] = ev.get("n")
         elif kind == "fwd_end":
-            while windows and windows[-1][0].get("id") != ev.get("id"):
-                windows.pop()  # a forward that raised: never ended
-            if not windows:
-                continue
-            step, at, hooks, before, _ = windows.pop()
-            forward = dict(ev, grad=bool(step.get("grad")), shape=at)
-            if len(hooks) == 1 and next(iter(hooks)) in before:
-                yield forward, sum(next(iter(hooks.values())).values())
-            else:
-                yield forward, None
+            while running and running[-1][0].get("id") != ev.get("id"):
+                running.pop()  # a forward that raised: never ended
+            if running:
+                last = (running.pop(), ev)
+    if last is not None:
+        yield result(*last)
 
 
 def label(t, reference):
@@ -403,6 +414,14 @@ class StepObserver:
         # ids of parameters whose gradient the lesson itself took away in the running backward
         # (lesson 03's drawn parameter without a gradient): they count as given a new one
         self.dropped = set()
+        self.loss_tasks = []  # the graph tasks of the last backwards that began at a model's loss
+
+    def in_loss_backward(self):
+        """Is the backward running now one that began at a loss (or logits) an observed forward
+        returned, whether the first backward of its step or not? (Lesson 03 takes its drawn
+        parameter's gradient away only in those.)"""
+        task = _graph_task_id()
+        return task != -1 and task in self.loss_tasks
 
     def layer_ran(self, module, args=()):
         state = self.current
@@ -549,6 +568,8 @@ class StepObserver:
             params = list(model.parameters())
 
             def through_loss(g, state=state, rec=rec, params=params, targets=targets):
+                self.loss_tasks.append(_graph_task_id())  # every backward from a model's loss
+                del self.loss_tasks[:-8]
                 if state["done"] or state["task"] is not None:
                     return  # one backward per step: the first that began at its loss
                 state["task"] = _graph_task_id()
@@ -1726,6 +1747,9 @@ _module_hooks = tuple(
 )
 
 
+_THREADS_ITEM = "torch's thread count changed (torch.set_num_threads)"
+
+
 def _state_reads():
     """(what, value now, how to put the baseline's value back or None) of every item."""
     cuda = torch.cuda.is_available()
@@ -1744,7 +1768,7 @@ def _state_reads():
         ("autocast entered and not exited (cpu)", _autocast_on("cpu"), lambda v: _set_autocast("cpu", v)),
         ("autocast entered and not exited (cuda)", cuda and _autocast_on("cuda"),
          lambda v: cuda and _set_autocast("cuda", v)),
-        ("torch's thread count changed (torch.set_num_threads)", _get_threads(), _set_threads),
+        (_THREADS_ITEM, _get_threads(), _set_threads),
         ("the default dtype changed (torch.set_default_dtype)", _default_dtype(), _set_default_dtype),
         ("deterministic algorithms switched", _deterministic(), None),
         ("mkldnn switched", _mkldnn_on(), None),
@@ -1806,9 +1830,10 @@ class sealed:
 
     A hook set up around the call is also named to the integrity gate (`ctx.tamper`): nothing a
     lesson asks for needs one there, and code meant to run inside the grader's step is the
-    attempt, whether or not it was kept out."""
+    attempt, whether or not it was kept out. So is another intra-op thread count: the body runs
+    on the graded one (put back for it), and a step timed on another is not the step graded."""
 
-    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_saved", "_subclass")
+    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_saved", "_subclass", "_threads")
 
     def __init__(self, ctx, lease=None):
         self._ctx = ctx
@@ -1833,6 +1858,16 @@ class sealed:
                              "(its code would run inside the grader's step)")
         self._gc = _gc_on()
         _gc_disable()
+        # the body runs on the graded configuration: torch's intra-op thread count as the driver
+        # set it, whatever the submission set around the call (red team 6: four threads set for
+        # the timed windows and one put back before measure() returned, so the step timed was
+        # not the step graded); the submission's count is put back after
+        self._threads = _get_threads()
+        graded = _BASELINE.get(_THREADS_ITEM, self._threads)
+        if self._threads != graded:
+            _set_threads(graded)
+            self._ctx.tamper(f"torch.set_num_threads({self._threads}) around a call the grader handed over, "
+                             f"graded on {graded} thread(s) (the step timed would not be the step graded)")
         self._hooks = [(d, dict(d)) for d in _module_hooks if d]
         for d, _ in self._hooks:
             d.clear()
@@ -1849,6 +1884,8 @@ class sealed:
         finally:
             for d, kept in self._hooks:
                 d.update(kept)
+            if _get_threads() != self._threads:
+                _set_threads(self._threads)
             if self._gc:
                 _gc_enable()
         return False

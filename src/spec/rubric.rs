@@ -363,11 +363,15 @@ pub struct TraceSpec {
 pub struct IdleSpec {
     pub max_share: f64,
     pub max_s: f64,
-    /// `call_windows`: the median over a stream's windows of the submission's own seconds may be
-    /// at most `median_s + max_share × busy` (that window's): one slow window is noise, padding
+    /// `call_windows`, `expect: samples`: the median over a stream's windows of the submission's
+    /// own seconds may be at most `median_s + median_share × busy` (that window's): one slow window is noise, padding
     /// every window by less than `max_s` is not (red team 5).
     #[serde(default)]
     pub median_s: Option<f64>,
+    /// The share of the calls' time the median rule allows beside `median_s` (default
+    /// `max_share`): lesson 01 allows one noisy window a quarter, the median of them a twentieth.
+    #[serde(default)]
+    pub median_share: Option<f64>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
