@@ -161,7 +161,12 @@ pub fn whole_steps<'a>(traces: impl IntoIterator<Item = &'a [Event]>) -> BTreeMa
                     if let Some(s) = int(ev, "batch").zip(int(ev, "seq_len")) {
                         let bytes = ev.fields.get("bytes").and_then(serde_json::Value::as_array);
                         let set = seen.hooked.entry(s).or_default();
-                        set.extend(bytes.into_iter().flatten().filter_map(serde_json::Value::as_i64));
+                        set.extend(
+                            bytes
+                                .into_iter()
+                                .flatten()
+                                .filter_map(serde_json::Value::as_i64),
+                        );
                     }
                 }
                 // the optimizer of a case of this call stepped after that case's backward
