@@ -483,7 +483,11 @@ fn an_optimizer_step_of_another_call_steps_no_row() {
     }
     assert_eq!(moved, 1);
     let vs = grade_obs(obs);
-    assert_eq!(failing(&vs), vec!["optimizer_state_exact", "one_update"]);
+    // (activations_exact too: a row's activations are believed only from a whole step's call)
+    assert_eq!(
+        failing(&vs),
+        vec!["optimizer_state_exact", "activations_exact", "one_update"]
+    );
 }
 
 #[test]
