@@ -135,7 +135,8 @@ class CallRecord:
         self.windows = []  # (results, activities) of each recording stopped, in order
         self.stops = []  # when each of them stopped (torch's event clock, ns)
         self.credited = []  # (id, variant, {op: calls}, index of the recording) of each step seen recorded
-        self.spans = []  # (t0, t1, index of the recording) of each step seen recorded (torch's event clock, ns)
+        # (t0, t1, index of the recording) of each step seen recorded (torch's event clock, ns)
+        self.spans = []
 
 
 class ProfilerWatch:
@@ -626,8 +627,8 @@ class Lesson:
         self.ctx.metric("reference.events", len(prof.events()))
         self.ctx.traces["reference.top"] = _least(prof, self.cuda)[:20]
 
-    def profile(self, _every=every_row, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events, _in_steps=in_steps,
-                _hand_over=hand_over, _watch=WATCH):
+    def profile(self, _every=every_row, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events,
+                _in_steps=in_steps, _hand_over=hand_over, _watch=WATCH):
         """profile_training() twice. What is judged of each call is the grader's own record of
         it (see `recorded_events`): its steps seen recorded (`recorded` events), and the ranking,
         event count, calls and activities of the last recording it made, parsed from torch's raw
@@ -656,7 +657,8 @@ class Lesson:
             # the grader's answers about this profile, recorded before top_ops() sees it
             # its operators' events (a with_stack profile's Python frames, the grader's own ones
             # inside the steps among them, are no bigger a trace of the training)
-            ctx.metric(f"profile.{run}.events", sum(1 for e in events if not getattr(e, "is_python_function", False)))
+            ops = sum(1 for e in events if not getattr(e, "is_python_function", False))
+            ctx.metric(f"profile.{run}.events", ops)
             every = _every(_in_steps(events, rec), self.cuda)
             rows = _ranking(every)
             # every row of the profile, as key_averages() has it: a row top_ops lists must be one

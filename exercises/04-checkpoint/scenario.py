@@ -146,8 +146,9 @@ class Lesson:
         (`saved` events, the driver's observed `saved_tensors_hooks`) in each forward of the
         observed model with autograd on, by what that forward ran (its `fwd_end` variant: "off"
         when no layer ran in any checkpoint; "on" when every layer did, or some layer ran in a
-        checkpoint of its block, `wrapped`; others count for neither): per forward, the distinct storages' bytes (by `data_ptr`), the grader's
-        parameters excluded (`lib.hooked_forwards`). A number the submission reports for a
+        checkpoint of its block, `wrapped`; others count for neither): per forward, the
+        distinct storages' bytes (by `data_ptr`), the grader's parameters excluded
+        (`lib.hooked_forwards`). A number the submission reports for a
         variant is believed only when it is one of that variant's (issue 38): a formula of the
         shapes, bytes measured in another model, in an earlier call, or in a forward of the other
         variant (hooks hiding the blocks' saves in a forward that checkpoints nothing) are none of
