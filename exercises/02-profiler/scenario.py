@@ -411,6 +411,9 @@ def operator_rows(events, rows):
     return [r for r in rows if r["name"] not in python]
 
 
+_EDGE_NS = 2_000  # a parsed event's start is rounded to the µs: what a step's edges may be off by
+
+
 def in_steps(events, rec):
     """The events of the call's last recording that ran inside a step the grader saw recorded in
     it (its window on torch's event clock), and the ProfilerStep markers: what the recording holds
@@ -424,9 +427,9 @@ def in_steps(events, rec):
     def inside(e):
         if e.name.startswith("ProfilerStep") or getattr(e, "is_python_function", False):
             return True  # markers, and a with_stack profile's Python frames (no work of their own)
-        t = start + round(e.time_range.start * 1000)
-        i = _bisect_right(spans, (t, float("inf"))) - 1
-        return i >= 0 and spans[i][0] <= t <= spans[i][1]
+        t = start + round(e.time_range.start * 1000)  # µs in the parse: ±1 µs at the edges
+        i = _bisect_right(spans, (t + _EDGE_NS, float("inf"))) - 1
+        return i >= 0 and spans[i][0] - _EDGE_NS <= t <= spans[i][1] + _EDGE_NS
 
     kept = _EventList([e for e in events if inside(e)], use_device=getattr(events, "_use_device", None))
     kept._tree_built = True  # the events keep the tree `events` built (building again adds children twice)
@@ -591,10 +594,11 @@ class Lesson:
                 model.zero_grad(set_to_none=True)
                 _, loss = model(batch["idx"], batch["targets"])
                 loss.backward()
+                out = loss.detach()  # inside the step's window: every op of the step is in it
             t1 = _now()
             ctx.event("step_done", id=k)
             _watch.ran(k, None, t0, t1)
-            return loss.detach()
+            return out
 
         return train_step
 
