@@ -2,7 +2,7 @@
 //! durations, rebuilt from one observed event trace. Every timing lesson shares this model; the
 //! `trace` check kind judges it.
 //!
-//! Events (written by the driver and `lib.py`):
+//! Events (written by the driver and `grade_lib` (src/driver/lib/)):
 //! - `step {id, inputs?, fp?, grad?}` a unit of work began; `step_done {id}` it finished (for
 //!   training: backward done). A `step` without its `step_done` is a *stray* forward, not a step.
 //!   `inputs` labels each input against the grader's own batch (`batch`, `other`, `none`); `fp`

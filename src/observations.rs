@@ -71,7 +71,7 @@ pub struct DriverTimings {
     /// The job read; numpy, safetensors, RestrictedPython and torch imported.
     #[serde(default)]
     pub imports_s: f64,
-    /// The results channel, the instruments, `lib.py` and the scenario loaded.
+    /// The results channel, the instruments, `grade_lib` and the scenario loaded.
     #[serde(default)]
     pub setup_s: f64,
     /// The scenario's `before_submission` hook (the grader's own measurements) and a collection.

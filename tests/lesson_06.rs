@@ -1,6 +1,6 @@
 //! Lesson 06 (`06-sync`): (a) the rubric on recorded observations, pure Rust, exact and fast
 //! (counts come from the events the instruments sent, so the mutations add or drop events);
-//! the grader's greedy decode in tch; (b) the grader's read-back instrument (`lib.py` HostReads)
+//! the grader's greedy decode in tch; (b) the grader's read-back instrument (`grade_lib` HostReads)
 //! on every path through which a tensor's value reaches Python or a constant is made (legacy
 //! constructors, code built with `exec(compile(...))`, frozen tables), one small Python run; (c) end to
 //! end: the real binary on the solution, the starter and every fixture of
@@ -497,7 +497,7 @@ const PATHS: &[(&str, &str, usize, usize, usize)] = &[
     ("mask_len", "len(v[v > 0])", 1, 8, 0),
     ("long_index", "v[(s * 0).long().reshape(1)]", 0, 0, 0),
     ("randn_fill", "torch.randn(()).fill_(3)", 0, 0, 1),
-    // the tables are frozen and bound when lib.py loads: replacing them changes nothing
+    // the tables are frozen and bound when grade_lib loads: replacing them changes nothing
     (
         "tables_replaced",
         "lib.READBACKS = {}; lib.FACTORIES = frozenset(); lib.DISPATCH = {}; s.item(); torch.zeros(1)",
@@ -515,8 +515,8 @@ fn host_reads_counts_every_read_back_path_once_on_cpu() {
         "import contextlib, io, json, sys\nimport numpy, torch\n\
          sys.path.insert(0, sys.argv[1])\n\
          import importlib.util\n\
-         spec = importlib.util.spec_from_file_location('grade_lib', sys.argv[2])\n\
-         lib = importlib.util.module_from_spec(spec); spec.loader.exec_module(lib)\n\
+         spec = importlib.util.spec_from_file_location('grade_lib', sys.argv[2] + '/__init__.py', submodule_search_locations=[sys.argv[2]])\n\
+         lib = importlib.util.module_from_spec(spec); sys.modules['grade_lib'] = lib; spec.loader.exec_module(lib)\n\
          spec = importlib.util.spec_from_file_location('grade_driver', sys.argv[3])\n\
          drv = importlib.util.module_from_spec(spec); spec.loader.exec_module(drv)\n\
          class Ctx:\n    def event(self, kind, **f): pass\n    attributed = staticmethod(drv.attributed)\n\
@@ -534,7 +534,7 @@ fn host_reads_counts_every_read_back_path_once_on_cpu() {
     let out = Command::new(root().join(".venv/bin/python"))
         .arg(&script)
         .arg(root().join("exercises"))
-        .arg(root().join("src/driver/lib.py"))
+        .arg(root().join("src/driver/lib"))
         .arg(root().join("src/driver/driver.py"))
         .output()
         .unwrap();

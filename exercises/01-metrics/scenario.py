@@ -61,7 +61,7 @@ ProbeFailed = Exception  # replaced by the driver's class in run()
 SUMMARY_KEYS = ("median_s", "p90_s", "steps_per_s", "tokens_per_s")
 
 
-_lib = None  # lib.py (`ctx.lib`), set by before_submission / run: `number` reads every number
+_lib = None  # grade_lib (`ctx.lib`), set by before_submission / run: `number` reads every number
 _PREPARED = False  # before_submission ran (by the driver, before the submission was imported)
 # What the simulated costs are drawn from: a secret of this process (os.urandom, when the scenario
 # is loaded, before the import), not the seed, which torch hands back (`torch.initial_seed()`)

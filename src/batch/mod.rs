@@ -137,7 +137,10 @@ pub fn spec_digest(course: &Course, exercise: &str) -> Vec<u8> {
     h.update(b"grade-batch key v1\0");
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
     h.update(crate::runner::DRIVER_PY.as_bytes());
-    h.update(crate::runner::LIB_PY.as_bytes());
+    for (name, text) in crate::runner::LIB_FILES {
+        h.update(name.as_bytes());
+        h.update(text.as_bytes());
+    }
     let mut files: Vec<PathBuf> = Vec::new();
     for dir in [
         course.exercise_dir(exercise),

@@ -215,10 +215,10 @@ class Ctx:
         # (`saved` events, _install_saved_hooks)
         self.observe_saves = False
         self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
-        self.lib = None  # lib.py: instruments the scenarios share
+        self.lib = None  # grade_lib (src/driver/lib/): instruments the scenarios share
         self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
         self.ProbeFailed = ProbeFailed
-        self.attributed = attributed  # the attribution rule, for lib.py's instruments
+        self.attributed = attributed  # the attribution rule, for grade_lib's instruments
         self.watch = None  # _Watch, from just before the submission is imported
         # seconds of the grader's cost clock spent recording stamped events (a clock read's
         # `timer`, a handed-over call's `call`) outside the calls: carried as `g` on each, so a
@@ -423,7 +423,7 @@ def _instrument(ctx):
             ctx.watch.check("during checkpoint()")
         ctx.tick("ckpt")
         ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
-        ctx.ckpt_depth += 1  # what runs now runs inside a checkpoint (lib.py: a block's layers)
+        ctx.ckpt_depth += 1  # what runs now runs inside a checkpoint (grade_lib.steps: a block's layers)
         try:
             return real_checkpoint(function, *args, **kwargs)
         finally:
@@ -632,7 +632,7 @@ def attributed(frame, files=None):
 
 
 # The grader's own files whose functions the submission has no business calling directly: the
-# driver (this file) and lib.py (added when it is loaded). What the submission is handed or what
+# driver (this file) and grade_lib's modules (added when it is loaded). What the submission is handed or what
 # torch calls on its behalf from its frames (the clocks, the checkpoint counter, the read-back
 # modes, the observed model's forward) is an *entry* (`_ENTRIES`, code objects).
 _INTERNAL_FILES = {_run_queue_s.__code__.co_filename}
@@ -688,7 +688,7 @@ def _tamper(what):
 
 
 def _grader_only(fn, label):
-    """`fn` (a helper of lib.py) that records tampering when the submission calls it itself."""
+    """`fn` (a helper of grade_lib) that records tampering when the submission calls it itself."""
 
     def guarded(*args, **kwargs):
         if _from_submission(2):
@@ -699,22 +699,32 @@ def _grader_only(fn, label):
     return guarded
 
 
+def _lib_modules(lib):
+    """`grade_lib` and its modules (`grade_lib.memory`, …), by name."""
+    prefix = lib.__name__ + "."
+    return {name: mod for name, mod in list(sys.modules.items()) if name == lib.__name__ or name.startswith(prefix)}
+
+
 def _guard_lib(lib):
-    """lib.py's module-level helpers become grader-only (`_grader_only`); its `ENTRY_POINTS` (what
-    torch or the submission may call: the observed forward, the read-back modes) are entries."""
+    """The library's module-level helpers (in the package and each of its modules) become
+    grader-only (`_grader_only`); its `ENTRY_POINTS` (what torch or the submission may call: the
+    observed forward, the read-back modes) are entries."""
     import types
 
-    _INTERNAL_FILES.add(lib.__file__)
+    modules = _lib_modules(lib)
+    files = {mod.__file__ for mod in modules.values()}
+    _INTERNAL_FILES.update(files)
     for fn in getattr(lib, "ENTRY_POINTS", ()):
         _entry(fn)
-    for name, fn in list(vars(lib).items()):
-        if (
-            not name.startswith("_")
-            and isinstance(fn, types.FunctionType)
-            and fn.__code__.co_filename == lib.__file__
-            and fn.__code__ not in _ENTRIES
-        ):
-            setattr(lib, name, _grader_only(fn, f"grade_lib.{name}"))
+    for mod in modules.values():
+        for name, fn in list(vars(mod).items()):
+            if (
+                not name.startswith("_")
+                and isinstance(fn, types.FunctionType)
+                and fn.__code__.co_filename in files
+                and fn.__code__ not in _ENTRIES
+            ):
+                setattr(mod, name, _grader_only(fn, f"grade_lib.{name}"))
 
 
 def _from_submission(depth=2):
@@ -907,10 +917,13 @@ def _profiler_without_inductor(torch):
 
     torch.__getattr__ = __getattr__
 
-def _load_module(name, path):
+def _load_module(name, path, package=False):
+    """The module `name` from the file `path` (a package's `__init__.py` when `package`: its
+    modules load beside it as `name.<module>`)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, path)
+    where = [os.path.dirname(path)] if package else None
+    spec = importlib.util.spec_from_file_location(name, path, submodule_search_locations=where)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
@@ -996,12 +1009,12 @@ def run_job(job_path, nonce):
     ctx.stage_s = stage_s
     watched = _instrument(ctx)
 
-    lib_py = job.get("lib") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.py")
-    ctx.lib = _load_module("grade_lib", lib_py)
+    lib_py = job.get("lib") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib", "__init__.py")
+    ctx.lib = _load_module("grade_lib", lib_py, package=True)
     _guard_lib(ctx.lib)
     scenario = _load_module("grade_scenario", job["scenario"])
     scenario.ProbeFailed = ProbeFailed  # what each scenario's run() binds it to, bound now
-    stage("setup_s")  # the channel, the instruments, lib.py and the scenario loaded
+    stage("setup_s")  # the channel, the instruments, grade_lib and the scenario loaded
 
     # The grader's own answers, computed before the submission exists and sent at once; nothing
     # of them stays behind (the hook keeps no reference; a collection frees what it made).
@@ -1036,8 +1049,8 @@ def run_job(job_path, nonce):
         ctx,
         watched,
         # the driver's own globals too: its captured clocks and os functions
-        {"grade_driver": globals(), "grade_lib": ctx.lib, "grade_scenario": scenario, "course.model": course_model,
-         "grade_policy": policy},
+        {"grade_driver": globals(), **_lib_modules(ctx.lib), "grade_scenario": scenario,
+         "course.model": course_model, "grade_policy": policy},
     )
     stage("audit_s")  # the course's Python loaded, the submission compiled under it, the static audit
     with ctx.probe("load"):

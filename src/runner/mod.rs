@@ -22,8 +22,28 @@ use tch::Tensor;
 
 /// The grader's own Python code, embedded in the binary and written out for each run.
 pub const DRIVER_PY: &str = include_str!("../driver/driver.py");
-/// Instruments the scenarios share (observed model, simulated device), beside the driver.
-pub const LIB_PY: &str = include_str!("../driver/lib.py");
+/// Instruments the scenarios share (the package `grade_lib`: observed model, simulated device,
+/// memory and read-back counters), one module per concern, written out as `lib/` beside the driver.
+pub const LIB_FILES: [(&str, &str); 7] = [
+    ("__init__.py", include_str!("../driver/lib/__init__.py")),
+    ("reported.py", include_str!("../driver/lib/reported.py")),
+    ("memory.py", include_str!("../driver/lib/memory.py")),
+    ("steps.py", include_str!("../driver/lib/steps.py")),
+    ("simdevice.py", include_str!("../driver/lib/simdevice.py")),
+    ("reads.py", include_str!("../driver/lib/reads.py")),
+    ("integrity.py", include_str!("../driver/lib/integrity.py")),
+];
+
+/// Writes `grade_lib` (`LIB_FILES`) into `dir/lib/`; returns its `__init__.py`.
+pub fn write_lib(dir: &Path) -> anyhow::Result<PathBuf> {
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).with_context(|| format!("creating {}", lib.display()))?;
+    for (name, text) in LIB_FILES {
+        std::fs::write(lib.join(name), text)
+            .with_context(|| format!("writing the driver's lib/{name}"))?;
+    }
+    Ok(lib.join("__init__.py"))
+}
 /// The static audit of the submission's source, run by the driver before the import.
 pub const AUDIT_PY: &str = include_str!("../driver/audit.py");
 /// The course's Python (deny by default): the submission is compiled and run under it.
@@ -250,7 +270,7 @@ impl PythonExecutor {
         })?;
         let driver = tmp.join("driver.py");
         std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
-        std::fs::write(tmp.join("lib.py"), LIB_PY).context("writing the driver's lib.py")?;
+        let lib = write_lib(tmp)?;
         std::fs::write(tmp.join("audit.py"), AUDIT_PY).context("writing the driver's audit.py")?;
         std::fs::write(tmp.join("policy.py"), POLICY_PY)
             .context("writing the driver's policy.py")?;
@@ -262,7 +282,7 @@ impl PythonExecutor {
             "submission": submission,
             "scenario": ex.dir.join("scenario.py"),
             "course_path": req.course_path,
-            "lib": tmp.join("lib.py"),
+            "lib": lib,
             "audit": tmp.join("audit.py"),
             "audit_allow": ex.audit_allow,
             "policy": (!crate::spec::policy::switched_off()).then_some(&ex.policy),

@@ -88,7 +88,7 @@ impl ZygoteExecutor {
         let (zygote_py, driver_py) = (root.join("zygote.py"), root.join("driver.py"));
         std::fs::write(&zygote_py, ZYGOTE_PY).context("writing the zygote")?;
         std::fs::write(&driver_py, super::DRIVER_PY).context("writing the driver")?;
-        std::fs::write(root.join("lib.py"), super::LIB_PY).context("writing lib.py")?;
+        super::write_lib(root)?;
         let (ours, theirs) = seqpacket_pair().context("creating the zygote's socket")?;
         let theirs_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(&self.base.python);

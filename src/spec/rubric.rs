@@ -749,7 +749,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             };
             match (&t.count, &t.each, t.expect) {
                 (Some(kind), None, None) => {
-                    // lesson 06 adds its read-back instrument's events (lib.py HostReads, its
+                    // lesson 06 adds its read-back instrument's events (grade_lib HostReads, its
                     // `autograd` too), the model's `forward {grad}` and count_syncs()'s `call`;
                     // lesson 05's dynamo watch `graph` and `graph_break` (and its own `call`);
                     // lesson 03 `empty_cache`

@@ -1,0 +1,218 @@
+"""What a call of the submission may not leave behind or take with it: `global_state`,
+`leftover_state` (put back), `sealed` (a handed-over call runs none of the submission's code) and
+`Lease` (a handed-over function belongs to one call)."""
+import gc as _gc
+import sys as _sys
+import torch
+
+
+# ------------------------------------------------------------------------------------------------
+# The global state a call of the submission may not leave behind (issue 38, "every call is watched
+# the same way"): what torch and Python keep per process or per thread that would change how the
+# grader's own work runs after the call returned (its reference steps, its measurement). A
+# saved-tensors hook entered and never exited runs inside every later backward, the grader's too;
+# so do a mode left on a stack, grad or anomaly mode, autocast, a thread count, gc switched off.
+# Read with functions bound here, before any submission code runs.
+
+_autograd_c = torch._C._autograd
+_function_len = torch._C._len_torch_function_stack
+_function_pop = torch._C._pop_torch_function_stack
+_dispatch_len = torch._C._len_torch_dispatch_stack
+_dispatch_pop = torch._C._pop_torch_dispatch_stack
+_top_saved_hooks = _autograd_c._top_saved_tensors_default_hooks
+_pop_saved_hooks = _autograd_c._pop_saved_tensors_default_hooks
+_saved_hooks_enabled = _autograd_c._saved_tensors_hooks_is_enabled
+_saved_hooks_enable = _autograd_c._saved_tensors_hooks_enable
+_grad_enabled, _set_grad_enabled = torch.is_grad_enabled, torch._C._set_grad_enabled
+_inference_enabled = torch.is_inference_mode_enabled
+_anomaly, _anomaly_nan, _set_anomaly = torch.is_anomaly_enabled, torch.is_anomaly_check_nan_enabled, torch.set_anomaly_enabled
+_autocast_on, _set_autocast = torch.is_autocast_enabled, torch.set_autocast_enabled
+_get_threads, _set_threads = torch.get_num_threads, torch.set_num_threads
+_default_dtype, _set_default_dtype = torch.get_default_dtype, torch.set_default_dtype
+_deterministic = torch.are_deterministic_algorithms_enabled
+_mkldnn_on = torch._C._get_mkldnn_enabled
+_gc_on, _gc_enable = _gc.isenabled, _gc.enable
+_module_hooks = tuple(
+    getattr(torch.nn.modules.module, name)
+    for name in dir(torch.nn.modules.module)
+    if name.startswith("_global_") and name.endswith("hooks")
+)
+
+
+_THREADS_ITEM = "torch's thread count changed (torch.set_num_threads)"
+
+
+def _state_reads():
+    """(what, value now, how to put the baseline's value back or None) of every item."""
+    cuda = torch.cuda.is_available()
+    return (
+        ("a saved-tensors hook (torch.autograd.graph.saved_tensors_hooks) entered and not exited",
+         _top_saved_hooks(False) is not None, lambda v: _drain(lambda: _top_saved_hooks(False) is not None, _pop_saved_hooks)),
+        ("saved-tensors hooks disabled", _saved_hooks_enabled(), lambda v: _saved_hooks_enable()),
+        ("a TorchFunctionMode (or torch.set_default_device) left on the stack", _function_len(),
+         lambda v: _drain(lambda: _function_len() > v, _function_pop)),
+        ("a TorchDispatchMode left on the stack", _dispatch_len(),
+         lambda v: _drain(lambda: _dispatch_len() > v, lambda: _dispatch_pop(None))),
+        ("grad mode changed (torch.set_grad_enabled / no_grad entered and not exited)", _grad_enabled(),
+         _set_grad_enabled),
+        ("inference mode entered and not exited", _inference_enabled(), None),
+        ("anomaly detection switched on", (_anomaly(), _anomaly_nan()), lambda v: _set_anomaly(*v)),
+        ("autocast entered and not exited (cpu)", _autocast_on("cpu"), lambda v: _set_autocast("cpu", v)),
+        ("autocast entered and not exited (cuda)", cuda and _autocast_on("cuda"),
+         lambda v: cuda and _set_autocast("cuda", v)),
+        (_THREADS_ITEM, _get_threads(), _set_threads),
+        ("the default dtype changed (torch.set_default_dtype)", _default_dtype(), _set_default_dtype),
+        ("deterministic algorithms switched", _deterministic(), None),
+        ("mkldnn switched", _mkldnn_on(), None),
+        ("garbage collection switched off (gc.disable)", _gc_on(), lambda v: v and _gc_enable()),
+        # where print() writes: a stream left in place (`redirect_stdout` entered, never exited)
+        # runs the submission's Python inside every later print of the grader's, its timed
+        # baseline's too (red team 6)
+        ("sys.stdout replaced (contextlib.redirect_stdout entered and not exited)", _sys.stdout,
+         lambda v: setattr(_sys, "stdout", v)),
+        ("sys.stderr replaced (contextlib.redirect_stderr entered and not exited)", _sys.stderr,
+         lambda v: setattr(_sys, "stderr", v)),
+        ("a global module hook registered", tuple(len(d) for d in _module_hooks), None),
+    )
+
+
+def _drain(more, pop):
+    for _ in range(10_000):
+        if not more():
+            return
+        pop()
+
+
+def global_state():
+    """The global state the grader's work depends on, now: {what: value}."""
+    return {what: value for what, value, _ in _state_reads()}
+
+
+_BASELINE = global_state()  # when grade_lib is loaded, before the submission is imported
+
+
+def leftover_state(baseline=None):
+    """What differs from `baseline` (the state when grade_lib was loaded, before the submission was
+    imported) now: a list of what, each put back where it can be (a hook popped, a mode popped, a
+    switch reset). The caller fails the call that left it: the grader's next step must not run
+    under it."""
+    baseline = _BASELINE if baseline is None else baseline
+    left = []
+    for what, value, restore in _state_reads():
+        if what in baseline and value != baseline[what]:
+            left.append(what)
+            if restore is not None:
+                try:
+                    restore(baseline[what])
+                except Exception:  # noqa: BLE001 - still reported (and failed) as left behind
+                    pass
+    return left
+
+
+class sealed:
+    """The body of a call the grader hands over (lesson 01's `step()`, lesson 02's steps): none of
+    the submission's code runs inside it (issue 38, round 4: a pack hook that sleeps only while
+    the grader's step runs, one that swaps the step's input after its fingerprint, a recording
+    switched on from inside the first step, a garbage cycle whose finalizer fires in it). While it
+    runs, what the submission set up around the call is set aside, not forbidden (it may profile
+    or time the call): saved-tensors hooks (the grader's identity pair on top, so the submission's
+    below are never called), global module hooks, a tensor subclass's `__torch_function__`, and
+    the garbage collector (off: no finalizer of the submission's runs). Modes on torch's stacks
+    are the grader's own (the read-back counter) or left behind (`leftover_state`).
+
+    A hook set up around the call is also named to the integrity gate (`ctx.tamper`): nothing a
+    lesson asks for needs one there, and code meant to run inside the grader's step is the
+    attempt, whether or not it was kept out. So is another intra-op thread count: the body runs
+    on the graded one (put back for it), and a step timed on another is not the step graded."""
+
+    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_saved", "_subclass", "_threads")
+
+    def __init__(self, ctx, lease=None):
+        self._ctx = ctx
+        self._lease = lease  # the call this body was handed over for (`Lease`), when it has one
+
+    def __enter__(self):
+        lease = self._lease
+        if lease is not None and not lease.open:
+            # kept from an earlier call and run in another (or after it): that call's work, not
+            # this one's; it does nothing and the gate names it
+            self._ctx.tamper(f"{lease.what} handed over for one call of {lease.call} ran outside that call "
+                             "(kept and called again later: one call's work passed off as another's)")
+            raise self._ctx.ProbeFailed(
+                f"{lease.what} was called outside the call of {lease.call} it was handed to: each call gets "
+                "its own (see the contract in README.md)"
+            )
+        if _top_saved_hooks(False) is not None:
+            self._ctx.tamper("a saved-tensors hook around a call the grader handed over "
+                             "(its code would run inside the grader's step)")
+        if any(_module_hooks):
+            self._ctx.tamper("a global module hook around a call the grader handed over "
+                             "(its code would run inside the grader's step)")
+        self._gc = _gc_on()
+        _gc_disable()
+        # the body runs on the graded configuration: torch's intra-op thread count as the driver
+        # set it, whatever the submission set around the call (red team 6: four threads set for
+        # the timed windows and one put back before measure() returned, so the step timed was
+        # not the step graded); the submission's count is put back after
+        self._threads = _get_threads()
+        graded = _BASELINE.get(_THREADS_ITEM, self._threads)
+        if self._threads != graded:
+            _set_threads(graded)
+            self._ctx.tamper(f"torch.set_num_threads({self._threads}) around a call the grader handed over, "
+                             f"graded on {graded} thread(s) (the step timed would not be the step graded)")
+        self._hooks = [(d, dict(d)) for d in _module_hooks if d]
+        for d, _ in self._hooks:
+            d.clear()
+        self._saved = _saved_hooks(_same, _same)
+        self._saved.__enter__()
+        self._subclass = _no_subclass()
+        self._subclass.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._subclass.__exit__(*exc)
+            self._saved.__exit__(*exc)
+        finally:
+            for d, kept in self._hooks:
+                d.update(kept)
+            if _get_threads() != self._threads:
+                _set_threads(self._threads)
+            if self._gc:
+                _gc_enable()
+        return False
+
+
+class Lease:
+    """One call of the submission that the grader hands functions to (lesson 01: each `measure()`
+    call gets its own `step()` and `sync()`): a body `sealed(ctx, lease)` runs only while the call
+    is open (`with lease:` around it). Issue 38, round 4: a `step()` kept from the first call (the
+    simulated device's) and called in later ones recorded its steps into whatever trace was live,
+    so the real step's windows timed a simulated one. Which call a step belongs to is decided here,
+    where it runs, not guessed later from the trace: kept and run outside its call, it does no work
+    and the integrity gate names it (`sealed`)."""
+
+    __slots__ = ("what", "call", "open")
+
+    def __init__(self, what="a function", call="the submission's function"):
+        self.what = what
+        self.call = call
+        self.open = False
+
+    def __enter__(self):
+        self.open = True
+        return self
+
+    def __exit__(self, *exc):
+        self.open = False
+        return False
+
+
+def _same(t):
+    return t
+
+
+_gc_disable = _gc.disable
+_saved_hooks = torch.autograd.graph.saved_tensors_hooks
+_no_subclass = torch._C.DisableTorchFunctionSubclass
+

@@ -1,0 +1,48 @@
+"""`number()`: what a submission reports, read as a number (lessons' shared parser)."""
+import numpy as _np
+import torch
+
+
+_NP_INTS = frozenset((_np.int8, _np.int16, _np.int32, _np.int64, _np.uint8, _np.uint16, _np.uint32,
+                       _np.uint64))
+_NP_FLOATS = frozenset((_np.float16, _np.float32, _np.float64))
+
+
+class NotANumber(TypeError):
+    """A value the contract asks to be a number is not one; the message says what it was."""
+
+
+def number(value, *, integral=False, what="value"):
+    """`value` as a plain Python `int` (integral) or `float`, or `NotANumber`.
+
+    The one place every lesson turns a submission's number into the grader's: whatever the
+    contract calls a number is accepted as exactly a Python `int` or `float`, a numpy scalar
+    (`np.int64(13)`, `np.float32(0.5)`), a one-element numpy array or a 0-d / one-element tensor
+    (a plain `torch.Tensor`): nothing else, so no object of the submission's own (a class
+    registered as `numbers.Real`, a subclass of float) runs code when the grader reads it. `bool`
+    is refused (it is an `int` in Python but never a count or a time). An integral value must be a
+    whole number: `13.0` is accepted as `13`, `13.5` is not."""
+    v = value
+    if type(v) in (torch.Tensor, torch.nn.Parameter):
+        if v.numel() != 1:
+            raise NotANumber(f"{what} is a tensor of {v.numel()} elements, not one number")
+        v = v.detach().cpu().reshape(()).tolist()
+    elif type(v) is _np.ndarray:
+        if v.size != 1:
+            raise NotANumber(f"{what} is an array of {v.size} elements, not one number")
+        v = v.reshape(()).item()
+    t = type(v)
+    if t is bool or t is _np.bool_:
+        raise NotANumber(f"{what} is a bool ({value!r}), not a number")
+    if t is int or t in _NP_INTS:
+        return int(v)
+    if t is float or t in _NP_FLOATS:
+        f = float(v)
+        if integral:
+            if f != f or f in (float("inf"), float("-inf")) or not f.is_integer():
+                raise NotANumber(f"{what} is {value!r}, not a whole number")
+            return int(f)
+        return f
+    raise NotANumber(f"{what} is {type(value).__name__}, not a number (a Python int or float, a numpy "
+                     "scalar, or a one-element tensor or array)")
+
