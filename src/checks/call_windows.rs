@@ -81,8 +81,8 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
         }
     }
     let mut matched = 0;
-    // each matched window's own seconds beyond its `median_s` allowance (the median rule)
-    let mut over = Vec::new();
+    // each matched window's (own, busy) seconds, the least stretched reading of it (the median rule)
+    let mut windows = Vec::new();
     for (j, &k) in calls.iter().enumerate() {
         let (name, reported) = match j {
             0 => ("first_s".to_string(), Some(first)),
@@ -112,10 +112,13 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
                 let least = giving
                     .iter()
                     .filter_map(|s| stretch(&m, s, idle))
-                    .map(|(_, busy, own, _)| (own - idle.max_share * busy, own))
-                    .min_by(|a, b| a.0.total_cmp(&b.0));
+                    .map(|(_, busy, own, _)| (own, busy))
+                    .min_by(|a, b| {
+                        (a.0 - idle.median_share() * a.1)
+                            .total_cmp(&(b.0 - idle.median_share() * b.1))
+                    });
                 if let Some(x) = least {
-                    over.push(x);
+                    windows.push(x);
                 }
             }
             continue;
@@ -179,21 +182,21 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
             ),
         });
     }
-    if let (Some(limit), false) = (spec.idle.as_ref().and_then(|i| i.median_s), over.is_empty()) {
-        over.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (excess, own) = over[over.len() / 2];
-        if excess > limit {
-            bad.push((
-                format!(
-                    "{} 个计时窗口里你自己的代码（窗口中交给你的 fn()/sync() 之外）的时间中位数为 {} s，超过允许的 {} s + 调用时间的 {}%：每个窗口都被拉长了（sleep、空转、gc.collect()），窗口里只放这次调用和 sync()",
-                    over.len(), fmt_num(own), fmt_num(limit), spec.idle.as_ref().map_or(0.0, |i| i.max_share * 100.0)
-                ),
-                format!(
-                    "the median of your own code's seconds in the {} timed windows (outside the fn()/sync() calls handed over) is {} s, more than the {} s + {} % of the calls' time allowed: every window is stretched (a sleep, a spin, a gc.collect()); put only the call and sync() in a window",
-                    over.len(), fmt_num(own), fmt_num(limit), spec.idle.as_ref().map_or(0.0, |i| i.max_share * 100.0)
-                ),
-            ));
-        }
+    let median = spec
+        .idle
+        .as_ref()
+        .and_then(|i| Some((i.median_over(&windows)?, i.median_s?, i.median_share())));
+    if let Some((own, limit, share)) = median {
+        bad.push((
+            format!(
+                "{} 个计时窗口里你自己的代码（窗口中交给你的 fn()/sync() 之外）的时间中位数为 {} s，超过允许的 {} s + 调用时间的 {}%：每个窗口都被拉长了（sleep、空转、gc.collect()），窗口里只放这次调用和 sync()",
+                windows.len(), fmt_num(own), fmt_num(limit), share * 100.0
+            ),
+            format!(
+                "the median of your own code's seconds in the {} timed windows (outside the fn()/sync() calls handed over) is {} s, more than the {} s + {} % of the calls' time allowed: every window is stretched (a sleep, a spin, a gc.collect()); put only the call and sync() in a window",
+                windows.len(), fmt_num(own), fmt_num(limit), share * 100.0
+            ),
+        ));
     }
     Ok(Found {
         matched,

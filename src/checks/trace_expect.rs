@@ -176,8 +176,7 @@ fn samples(m: &Measurement, variants: &[String], xs: &[f64], idle: Option<&IdleS
 /// hold. Run-queue waits are not on that clock, so a loaded machine stretches nothing here.
 fn idle_windows(m: &Measurement, sources: &[Source], idle: &IdleSpec) -> Option<Outcome> {
     let n = sources.len();
-    let mut over = Vec::new(); // (own - median_share × busy, own) of each window: the median rule
-    let share = idle.median_share.unwrap_or(idle.max_share);
+    let mut windows = Vec::new(); // (own, busy) of each window: the median rule
     for (k, s) in sources.iter().enumerate() {
         let Some((secs, busy)) = m.busy(s) else {
             return Some(Outcome::new(
@@ -191,7 +190,7 @@ fn idle_windows(m: &Measurement, sources: &[Source], idle: &IdleSpec) -> Option<
             ));
         };
         let own = secs - busy;
-        over.push((own - share * busy, own));
+        windows.push((own, busy));
         let allowed = idle.max_s + idle.max_share * busy;
         if own > allowed {
             return Some(Outcome::new(
@@ -213,27 +212,23 @@ fn idle_windows(m: &Measurement, sources: &[Source], idle: &IdleSpec) -> Option<
     }
     // one slow window is noise; every window padded by less than `max_s` is not (red team 6:
     // a 1.6 ms sleep in each window, under the 2 ms a single window may hold)
-    if let (Some(limit), false) = (idle.median_s, over.is_empty()) {
-        over.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (excess, own) = over[over.len() / 2];
-        if excess > limit {
-            let pct = fmt_num(share * 100.0);
-            return Some(Outcome::new(
-                false,
-                text!(format!("{n}/{n} 来自窗口"), format!("{n}/{n} from windows")),
-                "",
-                text!(
-                    format!(
-                        "{n} 个计时窗口里你自己的代码（交给你的 step()/sync() 之外，包括不等待任何工作的多余 sync()）的时间中位数为 {} s，超过允许的 {} s + 调用时间的 {pct}%：每个窗口都被拉长了（sleep、空转、多余的调用），窗口里只放要计时的步和一次 sync()",
-                        fmt_num(own), fmt_num(limit)
-                    ),
-                    format!(
-                        "the median of your own code's seconds in the {n} timed windows (outside the step()/sync() calls handed over; a sync() with no work before it counts as yours) is {} s, more than the {} s + {pct} % of the calls' time allowed: every window is stretched (a sleep, a spin, extra calls); put only the steps timed and one sync() in a window",
-                        fmt_num(own), fmt_num(limit)
-                    )
+    if let (Some(own), Some(limit)) = (idle.median_over(&windows), idle.median_s) {
+        let pct = fmt_num(idle.median_share() * 100.0);
+        return Some(Outcome::new(
+            false,
+            text!(format!("{n}/{n} 来自窗口"), format!("{n}/{n} from windows")),
+            "",
+            text!(
+                format!(
+                    "{n} 个计时窗口里你自己的代码（交给你的 step()/sync() 之外，包括不等待任何工作的多余 sync()）的时间中位数为 {} s，超过允许的 {} s + 调用时间的 {pct}%：每个窗口都被拉长了（sleep、空转、多余的调用），窗口里只放要计时的步和一次 sync()",
+                    fmt_num(own), fmt_num(limit)
                 ),
-            ));
-        }
+                format!(
+                    "the median of your own code's seconds in the {n} timed windows (outside the step()/sync() calls handed over; a sync() with no work before it counts as yours) is {} s, more than the {} s + {pct} % of the calls' time allowed: every window is stretched (a sleep, a spin, extra calls); put only the steps timed and one sync() in a window",
+                    fmt_num(own), fmt_num(limit)
+                )
+            ),
+        ));
     }
     None
 }

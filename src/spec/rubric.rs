@@ -374,6 +374,31 @@ pub struct IdleSpec {
     pub median_share: Option<f64>,
 }
 
+impl IdleSpec {
+    /// The share of a window's calls' time the median rule allows (`median_share`, else `max_share`).
+    pub fn median_share(&self) -> f64 {
+        self.median_share.unwrap_or(self.max_share)
+    }
+
+    /// The median rule over windows given as `(own, busy)` seconds: `Some(own)` of the median
+    /// window (ranked by `own − median_share × busy`) when that window's excess is over `median_s`;
+    /// `None` when it holds, when there is no window, or without a `median_s`.
+    pub fn median_over(&self, windows: &[(f64, f64)]) -> Option<f64> {
+        let limit = self.median_s?;
+        let share = self.median_share();
+        let mut over: Vec<(f64, f64)> = windows
+            .iter()
+            .map(|&(own, busy)| (own - share * busy, own))
+            .collect();
+        if over.is_empty() {
+            return None;
+        }
+        over.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (excess, own) = over[over.len() / 2];
+        (excess > limit).then_some(own)
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AnswerSpec {
@@ -917,5 +942,39 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             }
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdleSpec;
+
+    fn idle(median_s: Option<f64>, median_share: Option<f64>) -> IdleSpec {
+        IdleSpec {
+            max_share: 0.25,
+            max_s: 0.002,
+            median_s,
+            median_share,
+        }
+    }
+
+    #[test]
+    fn the_median_rule_holds_the_median_window_not_the_worst() {
+        let rule = idle(Some(0.0008), Some(0.05));
+        // (own, busy): one slow window among quiet ones is noise
+        let quiet = [(0.0001, 0.01), (0.0001, 0.01), (0.0019, 0.01)];
+        assert_eq!(rule.median_over(&quiet), None);
+        // every window padded by 1.6 ms (under the single-window 2 ms): the median is over
+        let padded = [(0.0016, 0.01), (0.0016, 0.01), (0.0001, 0.01)];
+        assert_eq!(rule.median_over(&padded), Some(0.0016));
+        // the share allows 5 % of the calls' time beside median_s: 1.2 ms of a 10 ms call holds
+        assert_eq!(rule.median_over(&[(0.0012, 0.01); 3]), None);
+        // without median_share the rule takes max_share; without median_s there is no rule
+        assert_eq!(
+            idle(Some(0.0008), None).median_over(&[(0.003, 0.01); 3]),
+            None
+        );
+        assert_eq!(idle(None, Some(0.05)).median_over(&padded), None);
+        assert_eq!(rule.median_over(&[]), None);
     }
 }
