@@ -720,19 +720,22 @@ class Lesson:
         # is the seed: a baseline output rebuilt from it needs no baseline step; red team 6)
         gen = torch.Generator().manual_seed(random.Random(f"{_SECRET}/verify/weights").getrandbits(62))
         W = (torch.randn(dim, dim, generator=gen) / math.sqrt(dim)).to(self.device)
-        # the wrong candidate's weight: W transposed, laid out like W itself (a contiguous copy),
-        # so nothing but its output tells it from the right ones (issue 38, round 4: a transposed
-        # view was told apart by its strides, with no output compared)
-        WT = W.t().contiguous()
         cuda = self.cuda
 
-        made = set()  # the fingerprints of what make_input() returned (strings: no input kept)
+        def inputs():
+            """`(make_input, made)` for one verify call: `made` the fingerprints of what this
+            call's make_input() returned (strings: no input kept). An input of an earlier call is
+            none of this call's (red team 7: call 1's input and baseline output reused in calls 2
+            and 3, no baseline step run again)."""
+            made = set()
 
-        def make_input():
-            """A new random input on every call (make one and feed it to both steps)."""
-            x = torch.randn(rows, dim, generator=gen).to(self.device)
-            made.add(_fingerprint(x))
-            return x
+            def make_input():
+                """A new random input on every call (make one and feed it to both steps)."""
+                x = torch.randn(rows, dim, generator=gen).to(self.device)
+                made.add(_fingerprint(x))
+                return x
+
+            return make_input, made
 
         def timed(x, w, acc):
             """The named op, timed by the grader (its own clock; CUDA events on the GPU)."""
@@ -756,19 +759,31 @@ class Lesson:
 
             return body
 
+        wrong_at = random.Random(f"{_SECRET}/verify/wrong_at")
+
+        def wrong(x, acc):
+            """The right output with one element wrong, at a place drawn per step call from the
+            process's secret: only a comparison of the whole outputs tells (red team 7: element
+            [0, 0] alone, or one row, compared). Its weight is W itself, so nothing but its output
+            tells it from the right ones (red team 4 told a transposed view by its strides)."""
+            y = repeat(1)(x, acc)
+            y[wrong_at.randrange(rows), wrong_at.randrange(dim)] += 1.0
+            return y
+
         # each body with the calls of the op it makes: a recording holds a call's work when it
         # holds that many calls of the op inside the call's window
         bodies = {
             "baseline": (repeat(work), work),
             "fast_right": (repeat(1), 1),
-            "fast_wrong": (repeat(1, WT), 1),  # x @ W.T: same cost as x @ W, wrong answer
+            "fast_wrong": (wrong, 1),  # x @ W, one element off: same cost, wrong answer
             "slow_right": (repeat(work * work), work * work),
         }
 
         for cand in _order():  # drawn per grading (`candidate_order`): no answer by call number
             ids = itertools.count()  # step ids, shared by both steps of this verify call
+            make_input, made = inputs()
 
-            def wrap(role, body, ids=ids):
+            def wrap(role, body, ids=ids, make_input=make_input, made=made):
                 body, need = body
 
                 def step(x):

@@ -71,6 +71,7 @@ _synchronize = torch.cuda.synchronize
 _reset_peak = torch.cuda.reset_peak_memory_stats
 _max_allocated = torch.cuda.max_memory_allocated
 _Adam, _SGD = torch.optim.Adam, torch.optim.SGD
+from torch.optim.optimizer import register_optimizer_step_pre_hook as _register_optimizer_step_pre_hook  # noqa: E402
 ProbeFailed = Exception  # replaced by the driver's class before anything runs
 
 
@@ -250,7 +251,7 @@ def _state_bytes(optimizer):
 
 
 def _holding(held, optimizer, args, kwargs):
-    """Step pre-hook the grader registers first on every optimizer of a drawn row (`Setup.held`):
+    """Step pre-hook the grader registers on every optimizer of a drawn row (`Setup.held`), run last:
     the drawn parameter's gradient is set aside for the step, so the optimizer makes no state for
     it and leaves it as it is, and put back by `_stepped` as the step returns. Which parameter is
     decided here, inside the step: the gradients and `param_groups` before it (and after it) do
@@ -263,6 +264,22 @@ def _holding(held, optimizer, args, kwargs):
 
 
 _HELD = {}
+_HOLDS = {}  # id(optimizer) -> the id of its `_holding` pre-hook (`Setup.hold`)
+
+
+def _hold_last(optimizer, args, kwargs):
+    """Global step pre-hook (torch runs the global ones before an optimizer's own): the row's
+    `_holding` moves to the end of the optimizer's own pre-hooks, so it runs after every pre-hook
+    of the submission's, which therefore cannot see which gradient the step sets aside (red team
+    7: a pre-hook registered after the grader's saw the held gradient gone and priced the state
+    from the gradients left)."""
+    hid = _HOLDS.get(id(optimizer))
+    hooks = optimizer._optimizer_step_pre_hooks
+    if hid is not None and hid in hooks:
+        hooks.move_to_end(hid)
+
+
+_register_optimizer_step_pre_hook(_hold_last)
 
 
 def _stepped(ctx, call, b, t, optimizer, args, kwargs):
@@ -403,13 +420,13 @@ class Setup:
         return 4 * self.param_numels[k], state(k) + state(out) + state(held)
 
     def hold(self, opt, model, call, b, t):
-        """Registers `_holding` (first, so it runs before any pre-hook of the submission's) for
-        the row's held parameter on `opt`, an optimizer over `model`."""
+        """Registers `_holding` for the row's held parameter on `opt`, an optimizer over
+        `model`; `_hold_last` runs it after every pre-hook of the submission's."""
         k = self.held(call, b, t)
         if k is None:
             return
         ref = weakref.ref(list(model.parameters())[k])
-        opt.register_step_pre_hook(functools.partial(_holding, ref))
+        _HOLDS[id(opt)] = opt.register_step_pre_hook(functools.partial(_holding, ref)).id
 
     def pads(self, call, b, t):
         """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy each

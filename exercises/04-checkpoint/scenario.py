@@ -174,6 +174,13 @@ class Lesson:
     # -- probes -------------------------------------------------------------------------------
     def numerics(self):
         ctx = self.ctx
+        # the model's own forward, none of the submission's code in it: what "off" saves (a
+        # forward that keeps more when off, to halve its ratio, is no baseline; red team 7)
+        model = self.model()
+        model.zero_grad(set_to_none=True)
+        _, nbytes = self.saved_bytes(model, lambda: model(self.batch["idx"], self.batch["targets"]))
+        ctx.metric("numerics.plain.activation_bytes", nbytes)
+        del model
         for variant, flag in VARIANTS:
             model = self.model()
             # the parameters the grader made, before any of the submission's code ran on the
@@ -206,6 +213,15 @@ class Lesson:
 
     def dropout(self):
         p = float(self.ctx.params["dropout"])
+        # the model's own forward under the same seed, none of the submission's code in it: what
+        # dropout does to this step (a forward that switches dropout off agrees on/off with
+        # nothing dropped; red team 7)
+        model = self.model(dropout=p)
+        torch.manual_seed(self.ctx.seed + 1)
+        _, loss = self.step(model, None)
+        self.ctx.save_tensor("dropout/plain/loss", loss)
+        self.save_grads("dropout/plain", model)
+        del model, loss
         for variant, flag in VARIANTS:
             model = self.model(dropout=p)
             torch.manual_seed(self.ctx.seed + 1)

@@ -34,7 +34,7 @@ per concern; this file re-exports what scenarios use (`ctx.lib.X`) and names the
 from .integrity import Lease, global_state, leftover_state, sealed
 from .memory import SAVES_SINKS, hooked_forwards, kept_bytes, param_storages, saved_bytes
 from .reads import (DISPATCH, FACTORIES, READBACKS, HostReads, _Alive, _Unseen, _engine_run_watched,
-                    _frombuffer_watched, _storage_from_file_watched, graph_steps, graphs_steps,
+                    _frombuffer_watched, _from_numpy_watched, _storage_from_file_watched, graph_steps, graphs_steps,
                     step_marks)
 from .reported import NotANumber, number
 from .simdevice import TICK, SimDevice, ticks
@@ -46,5 +46,5 @@ from .steps import ObservedTinyGPT, StepObserver, label, observed_model
 # own frames) and the wrapped `torch.frombuffer`.
 ENTRY_POINTS = (ObservedTinyGPT.forward, SimDevice.sync, HostReads.__torch_function__,
                 HostReads._frombuffer, _Unseen.__torch_dispatch__, _frombuffer_watched,
-                _engine_run_watched, _storage_from_file_watched, _Alive.__call__)
-del _Alive, _Unseen, _engine_run_watched, _frombuffer_watched, _storage_from_file_watched
+                _engine_run_watched, _storage_from_file_watched, _from_numpy_watched, _Alive.__call__)
+del _Alive, _Unseen, _engine_run_watched, _frombuffer_watched, _from_numpy_watched, _storage_from_file_watched

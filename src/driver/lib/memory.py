@@ -37,8 +37,18 @@ def saved_bytes(model, fn):
         was handed `t` and returned `kept` (the driver's observed `saved_tensors_hooks`): what
         autograd keeps is what it returned, a tensor's storage; anything else (a slot number, a
         numpy array, a file name) keeps `t`'s bytes somewhere the grader cannot follow, so they
-        count as kept (issue 38: memory is what's alive, wherever it is)."""
-        note(kept if isinstance(kept, torch.Tensor) else t)
+        count as kept (issue 38: memory is what's alive, wherever it is). So does a tensor
+        returned smaller than what it was handed: the rest is kept elsewhere (an index into a
+        file, an arena, a process: red team 7), for autograd needs all of it back."""
+        if isinstance(kept, torch.Tensor):
+            try:
+                whole = kept.untyped_storage().nbytes() >= t.numel() * t.element_size()
+            except (RuntimeError, NotImplementedError, TypeError):
+                whole = False
+            if whole:
+                note(kept)
+                return
+        note(t)
 
     SAVES_SINKS.append(handed)
     try:

@@ -35,6 +35,9 @@ READBACKS = _Frozen({
     # torch call at all (red team 6), so handing it out is reading all of it
     "data_ptr": "all", "untyped_storage": "all", "storage": "all", "_typed_storage": "all",
     "equal": 1, "allclose": 1,
+    # every element handed to a Python callable (red team 7: `t.apply_(f)` gave each value to
+    # Python with no aten op, no tag and no copy)
+    "apply_": "all", "map_": "all", "map2_": "all",
     "nonzero": 8, "argwhere": 8, "masked_select": 8, "unique": 8, "unique_consecutive": 8,
 })
 # Tensors made from another tensor's shape, not its values (`zeros_like`, `new_full`, ...), and the
@@ -84,6 +87,11 @@ _MASKS = (torch.bool, torch.uint8)
 _TEMPLATES = frozenset(("type_as", "expand_as", "view_as", "reshape_as"))
 # The factories that take data (`torch.tensor([t])`, `x.new_tensor(t)`, `torch.as_tensor(t)`):
 # given device tensors, what they make is the device's data, not a constant.
+# Reading or setting a tensor's attribute computes nothing: a view it returns (`.T`, `.data`)
+# shares its storage and is the host's already by it (`HostReads.host`); another tensor it
+# returns (`.grad`) is its own memory, not host memory for being a host tensor's attribute
+# (red team 7: a host parameter's device `.grad` taken for host data).
+_ATTRIBUTES = frozenset(("__get__", "__set__"))
 _COPIES = frozenset(("tensor", "as_tensor", "asarray", "new_tensor", "new"))
 _frombuffer = torch.frombuffer
 # The read-back counters active now (innermost last): what torch's own entry points below reach
@@ -218,22 +226,30 @@ class _Marks(dict):
 def step_marks(model):
     """A table of the grader's own, {autograd node sequence number: step}, and the forward hook
     that fills it: each forward's loss node (`out[1]`) numbered in order, with a liveness probe
-    on it and on the logits' node (`_Alive`: a graph kept through the logits, a loss computed
-    again from them, is a graph kept all the same). Nothing is written on the node (its public
+    on it, on the logits' node and on the token embedding's (`_Alive`: a graph kept through the
+    logits or any activation, a loss computed again from them, is a graph kept all the same). Nothing is written on the node (its public
     `metadata` is the submission's to clear): `graph_steps` looks the nodes up here. Every
     forward is a step boundary: the read-back counter active with these marks counts the steps'
     graphs alive there (`HostReads._at_step`, red team 5: a graph kept between read-backs and
     dropped just before each is kept all the same). Returns (marks, hook handle)."""
-    marks, step = _Marks(), [0]
+    marks, step, first = _Marks(), [0], [None]
+
+    def embedded(module, args, out):
+        """The forward's first node (its token embedding's): every activation of the step is
+        computed from it, so a graph kept of anything the step computed keeps it alive (red team
+        7: a loss computed again from the blocks' output, summed without detach, kept every
+        step's graph past its loss and logits nodes)."""
+        first[0] = out.grad_fn if isinstance(out, _Tensor) else None
 
     def hook(module, args, out):
         loss = out[1] if isinstance(out, tuple) and len(out) > 1 else None
         fn = loss.grad_fn if isinstance(loss, _Tensor) else None
+        root, first[0] = first[0], None
         if fn is not None:
             marks[fn._sequence_nr()] = step[0]
             refs = []
             logits = out[0] if isinstance(out[0], _Tensor) else None
-            for node in (fn, logits.grad_fn if logits is not None else None):
+            for node in (fn, logits.grad_fn if logits is not None else None, root):
                 if node is None:
                     continue
                 probe = _Alive()
@@ -250,6 +266,9 @@ def step_marks(model):
                     counter._at_step()
                     break
 
+    emb = next((m for m in model.modules() if isinstance(m, torch.nn.Embedding)), None)
+    if emb is not None:
+        emb.register_forward_hook(embedded)
     return marks, model.register_forward_hook(hook)
 
 
@@ -408,12 +427,17 @@ class HostReads(_TorchFunctionMode):
         """`torch.frombuffer` while this counter is active (`_frombuffer_watched`, which is what
         the name is from before any submission code runs): a factory, and on CPU runs a tensor of
         the buffer's memory, which is the host's."""
+        return self._host_factory(_frombuffer, "frombuffer", args, kwargs, depth=depth + 1)
+
+    def _host_factory(self, fn, name, args, kwargs, depth):
+        """`fn(*args, **kwargs)`, a call that makes a tensor of host code's memory (a buffer's,
+        numpy's): a factory of the caller `depth` frames up, and on CPU runs host memory."""
         line = self._caller_line(depth)
         if line is not None:
-            self._record("factory", {"op": "frombuffer", "line": line})
+            self._record("factory", {"op": name, "line": line})
         self.depth += 1
         try:
-            out = _frombuffer(*args, **kwargs)
+            out = fn(*args, **kwargs)
         finally:
             self.depth -= 1
         if self.cpu_run and isinstance(out, _Tensor):
@@ -619,6 +643,11 @@ class HostReads(_TorchFunctionMode):
                 self._readback(t, name, nbytes, line)
                 counted = True
         look = line is not None and not counted and self.direct and name not in _OPAQUE
+        # host memory the call may write (the tensors handed to it, one level into lists; and,
+        # for a backward, the host `.grad`s autograd will accumulate into): device data written
+        # there is read back, whatever the call returns (red team 7: an optimizer's foreach step
+        # that returns None, AccumulateGrad adding into a numpy `.grad`)
+        versions = self._host_versions(name, ins) if cpu and self._host else None
         out = self._call(func, args, kwargs, look=look)
         if look:
             crossed = self._crossed_last
@@ -644,11 +673,39 @@ class HostReads(_TorchFunctionMode):
                 # result is a view of an array or buffer it was handed (`as_tensor`, `asarray`,
                 # `from_dlpack` of a numpy array)
                 self._mark_host(out)
-            elif self._host:
-                written = (args[0],) if name == "__setitem__" and src is not None else ()
-                self._moved(ins, _tensors(out), written, name, None if counted else line)
+            elif self._host and name not in _ATTRIBUTES:
+                written = [t for t, v in versions or () if t._version != v]
+                if name == "__setitem__" and src is not None:
+                    written.append(src)
+                if name in _OPAQUE:  # what autograd wrote into host memory, from device data
+                    for t in written:
+                        if line is not None and not counted:
+                            self._readback(t, f"{name}:grad", t.numel() * t.element_size(), line)
+                            counted = True
+                else:
+                    self._moved(ins, _tensors(out), written, name, None if counted else line)
         if self.autograd:
             self._recorded(func, out)
+        return out
+
+    def _host_versions(self, name, ins):
+        """`[(tensor, its version)]` of the host tensors a call may write: those among `ins`, and
+        for a backward (`_OPAQUE`) the host `.grad`s of the leaves its graph accumulates into
+        (walked from the tensors handed to it, up to 50 000 nodes)."""
+        out = [(t, t._version) for t in ins if isinstance(t, _Tensor) and self.host(t)]
+        if name in _OPAQUE:
+            seen, todo, n = set(), [t.grad_fn for t in ins if isinstance(t, _Tensor)], 0
+            while todo and n < 50_000:
+                node = todo.pop()
+                if node is None or node in seen:
+                    continue
+                seen.add(node)
+                n += 1
+                leaf = getattr(node, "variable", None)
+                g = leaf.grad if isinstance(leaf, _Tensor) else None
+                if g is not None and self.host(g):
+                    out.append((g, g._version))
+                todo.extend(nxt for nxt, _ in node.next_functions)
         return out
 
     def _constants(self, name, args, tensors, out, made, line):
@@ -808,6 +865,22 @@ def _frombuffer_watched(*args, **kwargs):
     return _frombuffer(*args, **kwargs)
 
 
+_from_numpy = torch.from_numpy
+
+
+def _from_numpy_watched(*args, **kwargs):
+    """What `torch.from_numpy` is from the moment this module is loaded: torch's own passes no
+    torch function mode, so no counter saw its result, numpy's memory, as the host's (red team 7:
+    a numpy-backed tensor written in place from device data, then read with numpy). Whoever
+    calls it, the memory is the host's, in every counter (`_HOST`)."""
+    if _ACTIVE:
+        return _ACTIVE[-1]._host_factory(_from_numpy, "from_numpy", args, kwargs, depth=3)
+    out = _from_numpy(*args, **kwargs)
+    if isinstance(out, _Tensor):
+        _note(_HOST, out)
+    return out
+
+
 _engine_run = torch.autograd._engine_run_backward
 
 
@@ -846,6 +919,7 @@ _function_at = torch._C._get_function_stack_at
 _function_push = torch._C._push_on_torch_function_stack
 _function_pop = torch._C._pop_torch_function_stack
 torch.frombuffer = _frombuffer_watched
+torch.from_numpy = _from_numpy_watched
 torch.UntypedStorage.from_file = staticmethod(_storage_from_file_watched)
 torch.autograd._engine_run_backward = _engine_run_watched
 
