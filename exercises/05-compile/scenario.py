@@ -49,6 +49,7 @@ import types
 
 import torch
 from safetensors.torch import load_file
+from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef
 
 from course import Config, TinyGPT
 from course import model as _course_model
@@ -246,8 +247,18 @@ def _fed(x, batch):
 
 
 def _outputs(out):
+    """`[(values, memory)]` of what a graph returned: a copy of each tensor's values as the graph
+    returned them, and a weak reference to its storage (whose `data_ptr` names it while alive)."""
     items = out if isinstance(out, (list, tuple)) else [out]
-    return [t.detach().clone() for t in items if isinstance(t, _Tensor)]
+    return [(t.detach().clone(), _StorageWeakRef(t.untyped_storage())) for t in items if isinstance(t, _Tensor)]
+
+
+def _is_memory(got, ref):
+    """Is `got` a tensor of the memory `ref` (a graph output's storage, still alive) names?"""
+    try:
+        return not ref.expired() and got.untyped_storage()._cdata == ref.cdata
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return False
 
 
 def _served_by_graph(compiled, graph):
@@ -398,11 +409,15 @@ def _served(runs, need, got, matmuls_due):
     served = False
     if isinstance(got, torch.Tensor) and type(got) in (_Tensor, _Parameter):
         with _DisableTorchFunction():
-            hits = [  # a cast after the graph (`logits.float()` of bf16) keeps them its own
+            # the graph's own output (a view of its memory), equal to the bit; a cast after the
+            # graph (`logits.float()` of bf16) keeps them its own (red team 7: eager logits equal
+            # to a decoy graph's, run on the same idx, were "served")
+            hits = [
                 (r, i)
                 for r in model
-                for i, o in enumerate(r["outs"])
+                for i, (o, mem) in enumerate(r["outs"])
                 if o.shape == got.shape and o.device == got.device and _equal(o.to(got.dtype), got)
+                and (o.dtype != got.dtype or _is_memory(got, mem))
             ]
         served = bool(hits)
         if model and not hits:
