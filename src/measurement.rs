@@ -75,6 +75,10 @@ pub struct Read {
     pub cost: Option<f64>,
     /// The grader's own seconds spent recording stamped events before this read (`g`).
     pub overhead: Option<f64>,
+    /// The grader's seconds spent recording this read itself (the next stamped event's `g`
+    /// less this one's): a read the submission makes inside a window costs the window this
+    /// much, and it is the submission's (red team 7: windows padded with extra clock reads).
+    pub recording: Option<f64>,
 }
 
 /// Two consecutive reads of one clock with work between them.
@@ -280,6 +284,7 @@ impl Measurement {
                     id,
                     cost: e.fields.get("c").and_then(Value::as_f64),
                     overhead: e.fields.get("g").and_then(Value::as_f64),
+                    recording: None,
                 }),
                 "call" => {
                     let c = |k: &str| e.fields.get(k).and_then(Value::as_f64);
@@ -317,6 +322,20 @@ impl Measurement {
                     steps[k].variant = v.to_string();
                 }
             }
+        }
+        // each read's own recording: up to the next event that says how much the grader had
+        // spent recording (a read's or a handed-over call's `g`)
+        let stamped: Vec<(usize, f64)> = events
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, e)| Some((pos, e.fields.get("g").and_then(Value::as_f64)?)))
+            .collect();
+        for r in reads.iter_mut() {
+            let next = stamped
+                .iter()
+                .find(|(pos, _)| *pos > r.pos)
+                .map(|&(_, g)| g);
+            r.recording = r.overhead.zip(next).map(|(g0, g1)| (g1 - g0).max(0.0));
         }
         let mut intervals = Vec::new();
         let mut last_of_clock: BTreeMap<&str, &Read> = BTreeMap::new();
@@ -386,8 +405,15 @@ impl Measurement {
         let (r0, r1) = (read(open)?, read(close)?);
         let (a, b) = (r0.cost?, r1.cost?);
         // the grader's own recording between the two reads (the opening read's event, each
-        // call's event) is neither the work nor the submission's
-        let writing = (r1.overhead? - r0.overhead?).max(0.0);
+        // call's event) is neither the work nor the submission's; that of a read the submission
+        // made inside the window is the submission's (it chose to read the clock there)
+        let inner: f64 = self
+            .reads
+            .iter()
+            .filter(|r| open < r.pos && r.pos < close)
+            .filter_map(|r| r.recording)
+            .sum();
+        let writing = (r1.overhead? - r0.overhead? - inner).max(0.0);
         let inside = |(pos, ..): &&(usize, f64, f64)| open < *pos && *pos < close;
         let clip = |&(_, c0, c1): &(usize, f64, f64)| (c1.min(b) - c0.max(a)).max(0.0);
         let busy: f64 = if self.calls.iter().any(|c| inside(&c)) {
