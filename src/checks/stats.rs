@@ -106,6 +106,7 @@ fn mistakes(stat: Stat, xs: &[f64], batch: f64, seq_len: f64, m: &[f64]) -> Vec<
             ));
             out.push((v[n - 1], text!("这是最大值", "that is the maximum")));
         }
+        Stat::Within => {}
         Stat::StepsPerS => {
             out.push((
                 1.0 / mean,
@@ -173,6 +174,7 @@ pub fn key(stat: Stat) -> &'static str {
         Stat::P90 => "p90_s",
         Stat::StepsPerS => "steps_per_s",
         Stat::TokensPerS => "tokens_per_s",
+        Stat::Within => "median_s",
     }
 }
 
@@ -190,6 +192,17 @@ fn judge(spec: &StatsSpec, env: &Env, case: &str) -> Result<Case, Absent> {
         return Err(Text::same(format!("{case}.samples is empty")).into());
     }
     let true_median = median(&xs);
+    if spec.stat == Stat::Within {
+        let v = sorted(&xs);
+        let tol = spec.max_rel_diff;
+        let (lo, hi) = (v[0] * (1.0 - tol), v[v.len() - 1] * (1.0 + tol));
+        return Ok(Case {
+            pass: lo <= got && got <= hi,
+            got,
+            want: true_median,
+            why: None,
+        });
+    }
     let (mut batch, mut seq_len) = (f64::NAN, f64::NAN);
     // the medians a rate may come from: the grader's, or the submission's own median_s
     let mut medians = vec![true_median];
@@ -209,6 +222,7 @@ fn judge(spec: &StatsSpec, env: &Env, case: &str) -> Result<Case, Absent> {
         Stat::P90 => vec![percentile(&xs, 90.0)],
         Stat::StepsPerS => medians.iter().map(|m| 1.0 / m).collect(),
         Stat::TokensPerS => medians.iter().map(|m| batch * seq_len / m).collect(),
+        Stat::Within => unreachable!("judged above"),
     };
     let tol = spec.max_rel_diff;
     if wants.iter().any(|w| rel_close(got, *w, tol)) {
@@ -243,6 +257,10 @@ pub fn evaluate(spec: &StatsSpec, env: &Env) -> Outcome {
         ),
         Stat::StepsPerS => Text::same("= 1 / median_s"),
         Stat::TokensPerS => Text::same("= batch × seq_len / median_s"),
+        Stat::Within => text!(
+            "median_s 在这些样本的最小值与最大值之间",
+            "median_s within these samples' range"
+        ),
     };
     let n = spec.cases.len();
     let mut bad_zh = Vec::new();

@@ -200,6 +200,9 @@ pub enum Stat {
     StepsPerS,
     /// `tokens_per_s` = batch × seq_len / the case's reported `median_s`.
     TokensPerS,
+    /// `median_s` lies within the samples' range (a statistic of these samples, whichever: the
+    /// median itself is `median`'s to judge).
+    Within,
 }
 
 /// `stats`: for each case prefix P, the reported `P.<stat>` equals what the grader computes from
