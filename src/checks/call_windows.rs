@@ -186,14 +186,19 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
         .idle
         .as_ref()
         .and_then(|i| Some((i.median_over(&windows)?, i.median_s?, i.median_share())));
-    if let Some((own, limit, share)) = median {
+    if let Some(((own, by_mean), limit, share)) = median {
+        let (zh, en) = if by_mean {
+            ("平均值", "mean")
+        } else {
+            ("中位数", "median")
+        };
         bad.push((
             format!(
-                "{} 个计时窗口里你自己的代码（窗口中交给你的 fn()/sync() 之外）的时间中位数为 {} s，超过允许的 {} s + 调用时间的 {}%：每个窗口都被拉长了（sleep、空转、gc.collect()），窗口里只放这次调用和 sync()",
+                "{} 个计时窗口里你自己的代码（窗口中交给你的 fn()/sync() 之外）的时间{zh}为 {} s，超过允许的 {} s + 调用时间的 {}%：窗口被拉长了（sleep、空转、gc.collect()），窗口里只放这次调用和 sync()",
                 windows.len(), fmt_num(own), fmt_num(limit), share * 100.0
             ),
             format!(
-                "the median of your own code's seconds in the {} timed windows (outside the fn()/sync() calls handed over) is {} s, more than the {} s + {} % of the calls' time allowed: every window is stretched (a sleep, a spin, a gc.collect()); put only the call and sync() in a window",
+                "the {en} of your own code's seconds in the {} timed windows (outside the fn()/sync() calls handed over) is {} s, more than the {} s + {} % of the calls' time allowed: the windows are stretched (a sleep, a spin, a gc.collect()); put only the call and sync() in a window",
                 windows.len(), fmt_num(own), fmt_num(limit), share * 100.0
             ),
         ));

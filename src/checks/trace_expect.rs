@@ -212,19 +212,24 @@ fn idle_windows(m: &Measurement, sources: &[Source], idle: &IdleSpec) -> Option<
     }
     // one slow window is noise; every window padded by less than `max_s` is not (red team 6:
     // a 1.6 ms sleep in each window, under the 2 ms a single window may hold)
-    if let (Some(own), Some(limit)) = (idle.median_over(&windows), idle.median_s) {
+    if let (Some((own, by_mean)), Some(limit)) = (idle.median_over(&windows), idle.median_s) {
         let pct = fmt_num(idle.median_share() * 100.0);
+        let (zh, en) = if by_mean {
+            ("平均值", "mean")
+        } else {
+            ("中位数", "median")
+        };
         return Some(Outcome::new(
             false,
             text!(format!("{n}/{n} 来自窗口"), format!("{n}/{n} from windows")),
             "",
             text!(
                 format!(
-                    "{n} 个计时窗口里你自己的代码（交给你的 step()/sync() 之外，包括不等待任何工作的多余 sync()）的时间中位数为 {} s，超过允许的 {} s + 调用时间的 {pct}%：每个窗口都被拉长了（sleep、空转、多余的调用），窗口里只放要计时的步和一次 sync()",
+                    "{n} 个计时窗口里你自己的代码（交给你的 step()/sync() 之外，包括不等待任何工作的多余 sync()）的时间{zh}为 {} s，超过允许的 {} s + 调用时间的 {pct}%：每个窗口都被拉长了（sleep、空转、多余的调用），窗口里只放要计时的步和一次 sync()",
                     fmt_num(own), fmt_num(limit)
                 ),
                 format!(
-                    "the median of your own code's seconds in the {n} timed windows (outside the step()/sync() calls handed over; a sync() with no work before it counts as yours) is {} s, more than the {} s + {pct} % of the calls' time allowed: every window is stretched (a sleep, a spin, extra calls); put only the steps timed and one sync() in a window",
+                    "the {en} of your own code's seconds in the {n} timed windows (outside the step()/sync() calls handed over; a sync() with no work before it counts as yours) is {} s, more than the {} s + {pct} % of the calls' time allowed: every window is stretched (a sleep, a spin, extra calls); put only the steps timed and one sync() in a window",
                     fmt_num(own), fmt_num(limit)
                 )
             ),

@@ -375,6 +375,10 @@ pub struct IdleSpec {
     /// `max_share`): lesson 01 allows one noisy window a quarter, the median of them a twentieth.
     #[serde(default)]
     pub median_share: Option<f64>,
+    /// The same rule on the mean over the windows as well: padding just under half of them by
+    /// just under `max_s` leaves the median alone (red team 7).
+    #[serde(default)]
+    pub mean: bool,
 }
 
 impl IdleSpec {
@@ -383,10 +387,11 @@ impl IdleSpec {
         self.median_share.unwrap_or(self.max_share)
     }
 
-    /// The median rule over windows given as `(own, busy)` seconds: `Some(own)` of the median
-    /// window (ranked by `own − median_share × busy`) when that window's excess is over `median_s`;
+    /// The median rule over windows given as `(own, busy)` seconds: `Some((own, false))` of the
+    /// median window (ranked by `own − median_share × busy`) when that window's excess is over
+    /// `median_s`; with `mean`, `Some((mean own, true))` when the windows' mean excess is over it;
     /// `None` when it holds, when there is no window, or without a `median_s`.
-    pub fn median_over(&self, windows: &[(f64, f64)]) -> Option<f64> {
+    pub fn median_over(&self, windows: &[(f64, f64)]) -> Option<(f64, bool)> {
         let limit = self.median_s?;
         let share = self.median_share();
         let mut over: Vec<(f64, f64)> = windows
@@ -396,9 +401,19 @@ impl IdleSpec {
         if over.is_empty() {
             return None;
         }
+        let n = over.len() as f64;
+        let (mean_excess, mean_own) = over
+            .iter()
+            .fold((0.0, 0.0), |(e, o), &(x, y)| (e + x / n, o + y / n));
         over.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (excess, own) = over[over.len() / 2];
-        (excess > limit).then_some(own)
+        if excess > limit {
+            Some((own, false))
+        } else if self.mean && mean_excess > limit {
+            Some((mean_own, true))
+        } else {
+            None
+        }
     }
 }
 
@@ -958,6 +973,7 @@ mod tests {
             max_s: 0.002,
             median_s,
             median_share,
+            mean: false,
         }
     }
 
@@ -969,7 +985,7 @@ mod tests {
         assert_eq!(rule.median_over(&quiet), None);
         // every window padded by 1.6 ms (under the single-window 2 ms): the median is over
         let padded = [(0.0016, 0.01), (0.0016, 0.01), (0.0001, 0.01)];
-        assert_eq!(rule.median_over(&padded), Some(0.0016));
+        assert_eq!(rule.median_over(&padded), Some((0.0016, false)));
         // the share allows 5 % of the calls' time beside median_s: 1.2 ms of a 10 ms call holds
         assert_eq!(rule.median_over(&[(0.0012, 0.01); 3]), None);
         // without median_share the rule takes max_share; without median_s there is no rule
@@ -979,5 +995,21 @@ mod tests {
         );
         assert_eq!(idle(None, Some(0.05)).median_over(&padded), None);
         assert_eq!(rule.median_over(&[]), None);
+        // just under half the windows padded by 1.8 ms: the median holds, the mean does not
+        let half: Vec<(f64, f64)> = (0..50)
+            .map(|k| (if k < 24 { 0.0018 } else { 0.00002 }, 0.0017))
+            .collect();
+        assert_eq!(rule.median_over(&half), None);
+        let both = IdleSpec {
+            mean: true,
+            ..idle(Some(0.0003), Some(0.05))
+        };
+        let (own, by_mean) = both.median_over(&half).unwrap();
+        assert!(by_mean && (own - (24.0 * 0.0018 + 26.0 * 0.00002) / 50.0).abs() < 1e-12);
+        // quiet windows with one 2 ms outlier hold under the mean too
+        let quiet: Vec<(f64, f64)> = (0..50)
+            .map(|k| (if k == 7 { 0.002 } else { 0.00003 }, 0.0017))
+            .collect();
+        assert_eq!(both.median_over(&quiet), None);
     }
 }
