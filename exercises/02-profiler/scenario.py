@@ -767,7 +767,8 @@ class Lesson:
             [0, 0] alone, or one row, compared). Its weight is W itself, so nothing but its output
             tells it from the right ones (red team 4 told a transposed view by its strides)."""
             y = repeat(1)(x, acc)
-            y[wrong_at.randrange(rows), wrong_at.randrange(dim)] += 1.0
+            if y.dim() == 2 and y.numel():  # (an input of the submission's own may be any shape)
+                y[wrong_at.randrange(y.shape[0]), wrong_at.randrange(y.shape[1])] += 1.0
             return y
 
         # each body with the calls of the op it makes: a recording holds a call's work when it

@@ -213,21 +213,24 @@ class Lesson:
 
     def dropout(self):
         p = float(self.ctx.params["dropout"])
-        # the model's own forward under the same seed, none of the submission's code in it: what
-        # dropout does to this step (a forward that switches dropout off agrees on/off with
-        # nothing dropped; red team 7)
-        model = self.model(dropout=p)
+        # the model's own step without dropout, none of the submission's code in it: the "off"
+        # step must differ from it (dropout ran; a forward that switches it off, `blocks.eval()`,
+        # agrees on/off with nothing dropped: red team 7)
+        model = self.model(dropout=0.0)
         torch.manual_seed(self.ctx.seed + 1)
-        _, loss = self.step(model, None)
-        self.ctx.save_tensor("dropout/plain/loss", loss)
-        self.save_grads("dropout/plain", model)
-        del model, loss
+        _, undropped = self.step(model, None)
+        undropped = undropped.detach()
+        del model
         for variant, flag in VARIANTS:
             model = self.model(dropout=p)
             torch.manual_seed(self.ctx.seed + 1)
             _, loss = self.step(model, self.blocks_fn(flag))
             self.ctx.save_tensor(f"dropout/{variant}/loss", loss)
             self.save_grads(f"dropout/{variant}", model)
+            if variant == "off":
+                with torch.no_grad():
+                    same = loss.shape == undropped.shape and bool(_equal(loss.detach(), undropped))
+                self.ctx.metric("dropout.off_dropped", not same)
 
     def no_input_grad(self):
         for variant, flag in VARIANTS:
