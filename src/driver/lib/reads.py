@@ -277,25 +277,32 @@ def graph_steps(t, marks, limit=50_000):
     return graphs_steps([t], marks, limit)
 
 
-def graphs_steps(tensors, marks, limit=50_000):
-    """`graph_steps` over several tensors, each node walked once."""
-    if not marks:
-        return set()
-    steps, seen, stack = set(), {}, [getattr(t, "grad_fn", None) for t in tensors]
+def _nodes(tensors, limit=50_000, stop=None):
+    """The autograd nodes the graphs of `tensors` reach, each once (at most `limit`), not walking
+    past a node `stop` accepts."""
+    seen, stack = {}, [getattr(t, "grad_fn", None) for t in tensors]
     while stack and len(seen) < limit:
         f = stack.pop()
         if f is None or id(f) in seen:
             continue
         seen[id(f)] = f  # kept alive while walking: ids are not reused
+        yield f
+        if stop is None or not stop(f):
+            stack.extend(nf for nf, _ in f.next_functions)
+
+
+def graphs_steps(tensors, marks, limit=50_000):
+    """`graph_steps` over several tensors, each node walked once."""
+    if not marks:
+        return set()
+
+    def mark(f):
         try:
-            mark = marks.get(f._sequence_nr())
+            return marks.get(f._sequence_nr())
         except (AttributeError, RuntimeError, TypeError):
-            mark = None
-        if mark is not None:
-            steps.add(mark)
-            continue
-        stack.extend(nf for nf, _ in f.next_functions)
-    return steps
+            return None
+
+    return {m for m in (mark(f) for f in _nodes(tensors, limit, lambda f: mark(f) is not None)) if m is not None}
 
 
 def _ids(args, kwargs, seen):
@@ -694,18 +701,11 @@ class HostReads(_TorchFunctionMode):
         (walked from the tensors handed to it, up to 50 000 nodes)."""
         out = [(t, t._version) for t in ins if isinstance(t, _Tensor) and self.host(t)]
         if name in _OPAQUE:
-            seen, todo, n = set(), [t.grad_fn for t in ins if isinstance(t, _Tensor)], 0
-            while todo and n < 50_000:
-                node = todo.pop()
-                if node is None or node in seen:
-                    continue
-                seen.add(node)
-                n += 1
+            for node in _nodes([t for t in ins if isinstance(t, _Tensor)]):
                 leaf = getattr(node, "variable", None)
                 g = leaf.grad if isinstance(leaf, _Tensor) else None
                 if g is not None and self.host(g):
                     out.append((g, g._version))
-                todo.extend(nxt for nxt, _ in node.next_functions)
         return out
 
     def _constants(self, name, args, tensors, out, made, line):
