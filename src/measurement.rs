@@ -332,8 +332,7 @@ impl Measurement {
             .collect();
         for r in reads.iter_mut() {
             let next = stamped
-                .iter()
-                .find(|(pos, _)| *pos > r.pos)
+                .get(stamped.partition_point(|(pos, _)| *pos <= r.pos))
                 .map(|&(_, g)| g);
             r.recording = r.overhead.zip(next).map(|(g0, g1)| (g1 - g0).max(0.0));
         }
