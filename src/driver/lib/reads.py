@@ -267,9 +267,22 @@ def step_marks(model):
                     break
 
     emb = next((m for m in model.modules() if isinstance(m, torch.nn.Embedding)), None)
+    handles = [model.register_forward_hook(hook)]
     if emb is not None:
-        emb.register_forward_hook(embedded)
-    return marks, model.register_forward_hook(hook)
+        handles.append(emb.register_forward_hook(embedded))
+    return marks, _Handles(handles)
+
+
+class _Handles:
+    """Several hook handles removed as one (`step_marks`: the model's and its embedding's, so a
+    model marked again in every call carries no stale hooks)."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
 
 
 def graph_steps(t, marks, limit=50_000):
