@@ -998,6 +998,34 @@ fn answer_accepts_any_listed_value() {
 }
 
 #[test]
+fn answer_same_as_holds_the_answer_to_the_truth_recorded_for_the_run() {
+    // lesson 02's verify(): each call's truth is drawn per grading, and recorded beside the answer
+    let ev = with_metrics(&[
+        ("v.call1.outputs_close", json!(false)),
+        ("v.call1.truth.outputs_close", json!(false)),
+        ("v.call2.outputs_close", json!(false)),
+        ("v.call2.truth.outputs_close", json!(true)),
+    ]);
+    let yes = run(
+        "{answer: {metric: v.call1.outputs_close, same_as: v.call1.truth.outputs_close}}",
+        &ev,
+    );
+    assert!(yes.pass, "{}", yes.why.en);
+    let no = run(
+        "{answer: {metric: v.call2.outputs_close, same_as: v.call2.truth.outputs_close}}",
+        &ev,
+    );
+    assert!(!no.pass);
+    assert!(no.why.en.contains("expected = true"), "{}", no.why.en);
+    // no truth recorded: the grader did not say, so nothing is believed
+    let none = run(
+        "{answer: {metric: v.call1.outputs_close, same_as: v.call3.truth.outputs_close}}",
+        &ev,
+    );
+    assert!(!none.pass);
+}
+
+#[test]
 fn reproducible_compares_metrics_and_ratios_across_runs() {
     let ev = with_metrics(&[
         ("c.run1.on.b", json!(100)),

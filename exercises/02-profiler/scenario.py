@@ -21,11 +21,14 @@ rubrics/02-profiler.yaml. Probes:
              row of its key_averages() as it is (`profile.runN.rows`: a row top_ops lists must be
              one of these, with the same self time and calls)
   top_ops    the submission's top_ops(prof, k) for each k and each run (`top_ops.runN.topK`)
-  verify     the submission's verify(op, baseline_step, candidate_step) for three candidates
-             whose truth the grader knows: fast_right (¼ of the op's work, same output),
-             fast_wrong (¼ of the work, wrong output), slow_right (4× the work, same output),
-             in an order drawn per grading from this process's secret (`candidate_order`: red
-             team 5 answered outputs_close by call number).
+  verify     the submission's verify(op, baseline_step, candidate_step) in three calls
+             (`verify.call1..3`), each with a candidate whose truth the grader draws per grading
+             from this process's secret (`candidate_draw`): fast (¼ of the op's work) or slow
+             (4×), its output right or one element off; both speeds and both answers occur
+             among the three calls, and each call's truth goes to Rust with its answer
+             (`verify.callN.truth.*`, the rubric's `same_as`). Red team 5 answered outputs_close
+             by call number, red team 7 by elimination over a published set of three: no fixed
+             answer, order or elimination is right in advance (a blind guess: 1 in 6).
              Every step call is a `step` event (variant baseline/candidate, its input's
              fingerprint `fp` — Rust labels it against the first step's —, whether a profiler
              was recording) and, when a recording holds its calls of the op, a `recorded` event;
@@ -84,6 +87,7 @@ _Event = torch.cuda.Event
 # own parser of a recording's raw results and its event list (the same code `key_averages()`
 # runs), the clock torch stamps every recorded event with (unix ns), the profile types
 _time_ns = time.time_ns
+_record_function = torch.autograd.profiler.record_function
 _parse_kineto = _autograd_profiler.profile._parse_kineto_results
 _EventList = _profiler_util.EventList
 _CUDA = torch.profiler.ProfilerActivity.CUDA
@@ -110,19 +114,47 @@ def _fingerprint(x):
 
 
 ROLES = ("baseline", "candidate")
-CANDIDATES = ("fast_right", "fast_wrong", "slow_right")
-# The order in which verify() gets the candidates, drawn per grading from a secret of this process
-# (os.urandom, when the scenario is loaded, before the import), not from the seed, which torch
-# hands back (`torch.initial_seed()`): red team 5 answered outputs_close by call number, since the
-# order was always the one above. Metrics and traces stay keyed by the candidate's name.
+# The step's real bottleneck, drawn per grading from the process's secret (below): one op of this
+# pool run inside every training step on a tensor of the grader's, sized by `reference()` so that
+# it costs about as much as the model's own step, twice its largest GEMM or more, and so leads
+# the step's ranking on any machine (red team 7: a top_ops() naming the GEMMs every TinyGPT step
+# is known to be dominated by, in a fixed order, with their numbers looked up, found "the
+# bottleneck" without ranking anything). It runs inside a `record_function("prepare_batch")`
+# range, as a data step of a training loop would: ranked by total time, that range leads, not
+# the op (the outer wrappers lead by total time, which is the lesson's point).
+HOT_OPS = {
+    "sort": lambda t: torch.sort(t, -1).values,
+    "logcumsumexp": lambda t: torch.logcumsumexp(t, -1),
+    "mode": lambda t: torch.mode(t, -1).values,
+    "topk": lambda t: torch.topk(t, 8, -1).values,
+}
+# (no op that records itself nested in an event of its own name, as kthvalue and median do: that
+# row's total time counts the work twice and would lead a by-total ranking over the range)
+# (ops whose work per element is large, so the tensor stays small: an elementwise op of the same
+# cost needs ~100 MB, whose allocations made its time swing 2× between steps)
+HOT_COLS, HOT_MAX_ROWS = 256, 1 << 15  # the hot tensor: [rows, 256] float32, at most 32 MiB
+HOT_SHARE = 0.8  # its op's time over the model's own step's, by the grader's clock
+HOT = {}  # "kind", "op" and "x" once reference() has sized it: every train_step runs op(x)
+
+
+VERIFY_CALLS = 3
+# What verify() is handed, drawn per grading from a secret of this process (os.urandom, when the
+# scenario is loaded, before the import), not from the seed, which torch hands back
+# (`torch.initial_seed()`). Red team 5 answered outputs_close by call number while the order was
+# fixed; red team 7, with the order drawn, by elimination over the published set (two right, one
+# wrong, the slow one right): 1 in 2. Now each call's speed and rightness are drawn, with both
+# speeds and both answers among the calls (so no constant answer is ever right for all of them):
+# 6 of the 8 patterns of answers are possible, and a blind guess is right in 1 of 6 gradings.
 _SECRET = random.SystemRandom().getrandbits(64)
 
 
-def candidate_order():
-    """CANDIDATES in this grading's order (the process's secret)."""
-    order = list(CANDIDATES)
-    random.Random(f"{_SECRET}/verify/order").shuffle(order)
-    return tuple(order)
+def candidate_draw():
+    """This grading's candidates, one per verify call: (speed "fast"/"slow", right: bool)."""
+    rng = random.Random(f"{_SECRET}/verify/draw")
+    while True:
+        calls = tuple((rng.choice(("fast", "slow")), rng.random() < 0.5) for _ in range(VERIFY_CALLS))
+        if len({s for s, _ in calls}) == 2 and len({r for _, r in calls}) == 2:
+            return calls
 
 
 class CallRecord:
@@ -586,11 +618,16 @@ class Lesson:
         ctx, model, batch = self.ctx, self.model(), self.batch
         ids = itertools.count()
 
+        hot = HOT.get("op"), HOT.get("x")
+
         def train_step():
             k = next(ids)
             t0 = _now()
             ctx.event("step", id=k, active=bool(_enabled()))
             with _sealed(ctx):  # none of the submission's code runs inside (a hook, a finalizer)
+                if hot[0] is not None:  # the step's real bottleneck (`HOT_OPS`), in a range of
+                    with _record_function("prepare_batch"):  # its own, as a data step would be
+                        hot[0](hot[1])
                 model.zero_grad(set_to_none=True)
                 _, loss = model(batch["idx"], batch["targets"])
                 loss.backward()
@@ -602,6 +639,47 @@ class Lesson:
 
         return train_step
 
+    def size_hot(self, _now=_time_ns, _sync=_synchronize):
+        """Draw this grading's hot op (`HOT_OPS`, the process's secret) and size its tensor: the
+        model's own step and the op on a small tensor timed in turn, three pairs on the grader's
+        clock (each pair in the same moment, so load stretches both), the tensor's rows scaled
+        so that the op takes `HOT_SHARE` of a step. Once per grading, before any step is profiled."""
+        if HOT:
+            return
+        rng = random.Random(f"{_SECRET}/hot")
+        kind = rng.choice(sorted(HOT_OPS))
+        op = HOT_OPS[kind]
+        gen = torch.Generator().manual_seed(rng.getrandbits(62))
+        rows = 256
+        model, batch = self.model(), self.batch
+        sync = _sync if self.cuda else (lambda: None)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            _, loss = model(batch["idx"], batch["targets"])
+            loss.backward()
+
+        def ratio(x):  # the model's step over op(x), the median of three pairs timed in turn
+            step(), op(x), sync()  # warm
+            got = []
+            for _ in range(3):
+                t0 = _now()
+                step()
+                sync()
+                t1 = _now()
+                op(x)
+                sync()
+                t2 = _now()
+                got.append((t1 - t0) / max(t2 - t1, 1))
+            return sorted(got)[1]
+
+        # (each op of the pool does enough work per row that a call's fixed cost weighs little
+        # at `rows` rows: the time scales with the rows)
+        small = torch.randn(rows, HOT_COLS, generator=gen).to(self.device)
+        scale = max(1, min(HOT_MAX_ROWS // rows, round(HOT_SHARE * ratio(small))))
+        HOT.update(kind=kind, op=op, x=torch.randn(rows * scale, HOT_COLS, generator=gen).to(self.device))
+        self.ctx.metric("reference.hot_rows", rows * scale)
+
     # -- probes -------------------------------------------------------------------------------
     def reference(self, _least=least_cost, _watch=WATCH):
         """The grader's own profile of the same training step (run before the submission is
@@ -610,6 +688,7 @@ class Lesson:
         what a step of the submission's profile must hold to count as recorded). Recorded at
         once; the watch keeps the step count."""
         steps = int(self.ctx.params["steps"])
+        self.size_hot()
         step = self.train_step()
         sched = torch.profiler.schedule(wait=1, warmup=1, active=steps)
         _watch.step_need = None
@@ -711,7 +790,7 @@ class Lesson:
                 self.ctx.traces[f"top_ops.{run}.top{k}"] = rows
 
     def verify(self, _number=number, _boolean=boolean, _enabled=_profiler_enabled, _watch=WATCH, _now=_time_ns,
-               _outputs=OUTPUTS, _order=candidate_order):
+               _outputs=OUTPUTS, _draw=candidate_draw):
         fn = self.need("verify")
         ctx = self.ctx
         v = ctx.params["verify"]
@@ -761,26 +840,29 @@ class Lesson:
 
         wrong_at = random.Random(f"{_SECRET}/verify/wrong_at")
 
-        def wrong(x, acc):
-            """The right output with one element wrong, at a place drawn per step call from the
-            process's secret: only a comparison of the whole outputs tells (red team 7: element
-            [0, 0] alone, or one row, compared). Its weight is W itself, so nothing but its output
-            tells it from the right ones (red team 4 told a transposed view by its strides)."""
-            y = repeat(1)(x, acc)
-            if y.dim() == 2 and y.numel():  # (an input of the submission's own may be any shape)
-                y[wrong_at.randrange(y.shape[0]), wrong_at.randrange(y.shape[1])] += 1.0
-            return y
+        def wrong(n):
+            """The right output of `n` ops with one element wrong, at a place drawn per step call
+            from the process's secret: only a comparison of the whole outputs tells (red team 7:
+            element [0, 0] alone, or one row, compared). Its weight is W itself, so nothing but its
+            output tells it from the right ones (red team 4 told a transposed view by its strides)."""
+            right = repeat(n)
+
+            def body(x, acc):
+                y = right(x, acc)
+                if y.dim() == 2 and y.numel():  # (an input of the submission's own may be any shape)
+                    y[wrong_at.randrange(y.shape[0]), wrong_at.randrange(y.shape[1])] += 1.0
+                return y
+
+            return body
 
         # each body with the calls of the op it makes: a recording holds a call's work when it
         # holds that many calls of the op inside the call's window
-        bodies = {
-            "baseline": (repeat(work), work),
-            "fast_right": (repeat(1), 1),
-            "fast_wrong": (wrong, 1),  # x @ W, one element off: same cost, wrong answer
-            "slow_right": (repeat(work * work), work * work),
-        }
+        calls = {"fast": 1, "slow": work * work}  # ¼ of the baseline's work, or 4×
+        baseline = (repeat(work), work)
 
-        for cand in _order():  # drawn per grading (`candidate_order`): no answer by call number
+        for n, (speed, right) in enumerate(_draw(), 1):  # drawn per grading (`candidate_draw`)
+            cand = f"call{n}"
+            body = repeat(calls[speed]) if right else wrong(calls[speed])
             ids = itertools.count()  # step ids, shared by both steps of this verify call
             make_input, made = inputs()
 
@@ -832,8 +914,8 @@ class Lesson:
                 step.make_input = make_input
                 return step
 
-            baseline_step = wrap("baseline", bodies["baseline"])
-            candidate_step = wrap("candidate", bodies[cand])
+            baseline_step = wrap("baseline", baseline)
+            candidate_step = wrap("candidate", (body, calls[speed]))
             ctx.trace = trace = []
             _watch.begin()
             _outputs.begin(ctx)
@@ -851,6 +933,10 @@ class Lesson:
             for key in ("faster", "outputs_close"):
                 b = _boolean(result.get(key))
                 ctx.metric(f"verify.{cand}.{key}", b if b is not None else f"not a bool: {result.get(key)!r}"[:80])
+            # the truth, sent after the call returned (the rubric holds each answer to it: `same_as`)
+            ctx.metric(f"verify.{cand}.truth.faster", speed == "fast")
+            ctx.metric(f"verify.{cand}.truth.outputs_close", right)
+            ctx.metric(f"verify.{cand}.candidate", f"{speed}_{'right' if right else 'wrong'}")
 
 
 def before_submission(ctx):

@@ -1,24 +1,40 @@
-//! `answer`: a recorded answer (string, number or bool) is one of the accepted ones.
+//! `answer`: a recorded answer (string, number or bool) is one of the accepted ones, or (`same_as`)
+//! the truth the grader recorded for this run in another metric (an answer drawn per grading).
 use super::{Env, Outcome};
 use crate::spec::rubric::AnswerSpec;
 use crate::text;
 use serde_json::Value;
 
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 pub fn evaluate(spec: &AnswerSpec, env: &Env) -> Outcome {
-    let bound = if spec.expected.len() == 1 {
-        format!("= {}", spec.expected[0])
+    let truth;
+    let expected: &[String] = match &spec.same_as {
+        Some(key) => match env.evidence.metric(key) {
+            Ok(v) => {
+                truth = [shown(v)];
+                &truth
+            }
+            Err(why) => return Outcome::missing(why, format!("= {key}")),
+        },
+        None => &spec.expected,
+    };
+    let bound = if expected.len() == 1 {
+        format!("= {}", expected[0])
     } else {
-        format!("∈ {{{}}}", spec.expected.join(", "))
+        format!("∈ {{{}}}", expected.join(", "))
     };
     let value = match env.evidence.metric(&spec.metric) {
         Ok(v) => v,
         Err(why) => return Outcome::missing(why, bound.clone()),
     };
-    let got = match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    let pass = spec.expected.iter().any(|e| e == &got);
+    let got = shown(value);
+    let pass = expected.iter().any(|e| e == &got);
     let why = if pass {
         text!(
             format!("{} 为 {got}", spec.metric),

@@ -422,7 +422,12 @@ impl IdleSpec {
 pub struct AnswerSpec {
     pub metric: String,
     /// Accepted answers (any one of them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expected: Vec<String>,
+    /// Or the one answer the grader recorded as the truth of this run (another metric): for
+    /// questions whose answer is drawn per grading, so that no answer is right in advance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -876,13 +881,13 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                 Ok(())
             }
         }
-        Check::Answer(a) => {
-            if a.expected.is_empty() {
-                Err("expected: list at least one accepted answer".into())
-            } else {
-                Ok(())
-            }
-        }
+        Check::Answer(a) => match (a.expected.is_empty(), &a.same_as) {
+            (true, None) => Err(
+                "expected: list at least one accepted answer (or `same_as:` the metric holding the truth)".into(),
+            ),
+            (false, Some(_)) => Err("give either `expected:` or `same_as:`, not both".into()),
+            _ => Ok(()),
+        },
         Check::Reproducible(r) => {
             if r.quantities.is_empty() {
                 return Err("quantities: list at least one".into());
