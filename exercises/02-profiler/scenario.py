@@ -359,6 +359,19 @@ class OutputWatch:
         self.live[id(o)] = (o, k, variant)
         return o
 
+    def carry(self, src, out):
+        """What a call that keeps the values made of a watched output (a detached view, a copy, a
+        reshape, a cast) is that output to the watch: reading it reads the output, and the call
+        itself read nothing (red team 7: `.detach()` of each output counted as reading it, with
+        no value looked at)."""
+        live = self.live
+        hit = live.get(id(src)) if live else None
+        if hit is None or hit[0] is not src or self.busy or not isinstance(out, _Tensor):
+            return out
+        o = out.as_subclass(Output)
+        live[id(o)] = (o, hit[1], hit[2])
+        return o
+
     def note(self, args, kwargs):
         live = self.live
         if not live or self.busy:
@@ -398,6 +411,13 @@ _METADATA = frozenset((
     "is_leaf", "__hash__",
 ))
 
+# calls that hand back the output's values unread (a view, a copy, a cast): their result is
+# watched as the same output (`OutputWatch.carry`)
+_CARRIES = frozenset((
+    "detach", "clone", "contiguous", "view", "view_as", "reshape", "reshape_as", "flatten", "ravel",
+    "to", "float", "double", "cpu", "cuda",
+))
+
 
 class Output(torch.Tensor):
     """A verify step's output, as the submission gets it: a plain tensor in every respect but one,
@@ -410,6 +430,10 @@ class Output(torch.Tensor):
         name = getattr(func, "__name__", "")
         if name == "__get__":  # a property's getter (`.shape`, `.dtype`): the property's name
             name = getattr(getattr(func, "__self__", None), "__name__", "")
+        if name in _CARRIES and args and isinstance(args[0], Output):
+            with _no_subclass():
+                out = func(*args, **(kwargs or {}))
+            return OUTPUTS.carry(args[0], out)
         if name not in _METADATA:
             OUTPUTS.note(args, kwargs)
         with _no_subclass():
