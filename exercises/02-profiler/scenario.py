@@ -88,6 +88,7 @@ _Event = torch.cuda.Event
 # runs), the clock torch stamps every recorded event with (unix ns), the profile types
 _time_ns = time.time_ns
 _record_function = torch.autograd.profiler.record_function
+_no_grad = torch.no_grad
 _parse_kineto = _autograd_profiler.profile._parse_kineto_results
 _EventList = _profiler_util.EventList
 _CUDA = torch.profiler.ProfilerActivity.CUDA
@@ -133,8 +134,9 @@ HOT_OPS = {
 # (ops whose work per element is large, so the tensor stays small: an elementwise op of the same
 # cost needs ~100 MB, whose allocations made its time swing 2× between steps)
 HOT_COLS, HOT_MAX_ROWS = 256, 1 << 15  # the hot tensor: [rows, 256] float32, at most 32 MiB
+HOT_DECOY_ROWS = 8  # the other ops of the pool run in the range too, on 8 rows (a few µs each)
 HOT_SHARE = 0.8  # its op's time over the model's own step's, by the grader's clock
-HOT = {}  # "kind", "op" and "x" once reference() has sized it: every train_step runs op(x)
+HOT = {}  # "kind" and "ops" ((op, x) pairs) once reference() has sized them: each step runs op(x)
 
 
 VERIFY_CALLS = 3
@@ -642,16 +644,17 @@ class Lesson:
         ctx, model, batch = self.ctx, self.model(), self.batch
         ids = itertools.count()
 
-        hot = HOT.get("op"), HOT.get("x")
+        hot = HOT.get("ops") or ()
 
         def train_step():
             k = next(ids)
             t0 = _now()
             ctx.event("step", id=k, active=bool(_enabled()))
             with _sealed(ctx):  # none of the submission's code runs inside (a hook, a finalizer)
-                if hot[0] is not None:  # the step's real bottleneck (`HOT_OPS`), in a range of
+                if hot:  # the step's real bottleneck (`HOT_OPS`) among decoys, in a range of
                     with _record_function("prepare_batch"):  # its own, as a data step would be
-                        hot[0](hot[1])
+                        for op, x in hot:
+                            op(x)
                 model.zero_grad(set_to_none=True)
                 _, loss = model(batch["idx"], batch["targets"])
                 loss.backward()
@@ -701,7 +704,15 @@ class Lesson:
         # at `rows` rows: the time scales with the rows)
         small = torch.randn(rows, HOT_COLS, generator=gen).to(self.device)
         scale = max(1, min(HOT_MAX_ROWS // rows, round(HOT_SHARE * ratio(small))))
-        HOT.update(kind=kind, op=op, x=torch.randn(rows * scale, HOT_COLS, generator=gen).to(self.device))
+        # every op of the pool runs in the range, in an order drawn per grading, the others on a
+        # few rows only (red team 8 named the leader as the range's one child, or as the pool's
+        # one op present in the profile)
+        ops = [(op, torch.randn(rows * scale, HOT_COLS, generator=gen).to(self.device))]
+        for other in sorted(HOT_OPS):
+            if other != kind:
+                ops.append((HOT_OPS[other], torch.randn(HOT_DECOY_ROWS, HOT_COLS, generator=gen).to(self.device)))
+        rng.shuffle(ops)
+        HOT.update(kind=kind, ops=tuple(ops))
         self.ctx.metric("reference.hot_rows", rows * scale)
 
     # -- probes -------------------------------------------------------------------------------
@@ -869,12 +880,19 @@ class Lesson:
             from the process's secret: only a comparison of the whole outputs tells (red team 7:
             element [0, 0] alone, or one row, compared). Its weight is W itself, so nothing but its
             output tells it from the right ones (red team 4 told a transposed view by its strides)."""
+            return off(n, 1.0)
+
+        def off(n, by):
+            """`n` ops, then one element drawn per step call moved `by` (0.0: the right output):
+            right and wrong outputs are made by the very same ops, so neither the ops a profile
+            records nor anything else but the values tells them apart (red team 8 told a wrong
+            output by its in-place add: a `CopySlices` node, `aten::select` rows)."""
             right = repeat(n)
 
             def body(x, acc):
                 y = right(x, acc)
                 if y.dim() == 2 and y.numel():  # (an input of the submission's own may be any shape)
-                    y[wrong_at.randrange(y.shape[0]), wrong_at.randrange(y.shape[1])] += 1.0
+                    y[wrong_at.randrange(y.shape[0]), wrong_at.randrange(y.shape[1])] += by
                 return y
 
             return body
@@ -882,11 +900,11 @@ class Lesson:
         # each body with the calls of the op it makes: a recording holds a call's work when it
         # holds that many calls of the op inside the call's window
         calls = {"fast": 1, "slow": work * work}  # ¼ of the baseline's work, or 4×
-        baseline = (repeat(work), work)
+        baseline = (off(work, 0.0), work)
 
         for n, (speed, right) in enumerate(_draw(), 1):  # drawn per grading (`candidate_draw`)
             cand = f"call{n}"
-            body = repeat(calls[speed]) if right else wrong(calls[speed])
+            body = off(calls[speed], 0.0) if right else wrong(calls[speed])
             ids = itertools.count()  # step ids, shared by both steps of this verify call
             make_input, made = inputs()
 
@@ -919,7 +937,8 @@ class Lesson:
                         fp = f"{fp}, not an input make_input() returned (step {k})"
                     ctx.event("step", id=k, variant=role, fp={"x": fp}, active=active)
                     acc = []
-                    with _sealed(ctx):  # none of the submission's code runs inside (a hook on x, …)
+                    # no graph: an output's grad_fn would name the ops that made it
+                    with _sealed(ctx), _no_grad():  # none of the submission's code runs inside
                         out = body(x, acc)
                     t1 = _now()
                     if cuda:
