@@ -95,6 +95,9 @@ pub struct Interval {
     pub duration: Option<f64>,
 }
 
+/// How many reads at each end of a step-free gap can open or close a window (`sources_in`).
+const GAP_ENDS: usize = 16;
+
 #[derive(Clone, Debug, Default)]
 pub struct Measurement {
     pub steps: Vec<Step>,
@@ -642,12 +645,15 @@ impl Measurement {
     /// Every source of the group `steps`: a read of a clock in the step-free gap before its first
     /// step paired with a read of the same clock in the gap after its last. Reads between the
     /// two (inside the group) do not matter; which pair a returned number comes from, its seconds
-    /// say.
+    /// say. Of a gap holding more than `2 × GAP_ENDS` reads only its first and last `GAP_ENDS`
+    /// are paired (the reads next to the steps on either side: where a window opens or closes);
+    /// a gap padded with thousands of reads (red team 6's 1500 per window) would otherwise give
+    /// millions of pairs per group, and minutes of checking.
     pub fn sources_of(&self, steps: &[usize]) -> Vec<Source> {
         self.sources_in(steps, &self.step_marks())
     }
 
-    fn sources_in(&self, steps: &[usize], marks: &[usize]) -> Vec<Source> {
+    fn sources_in<'a>(&'a self, steps: &[usize], marks: &[usize]) -> Vec<Source> {
         let (Some(&first), Some(&last)) = (steps.first(), steps.last()) else {
             return Vec::new();
         };
@@ -655,17 +661,32 @@ impl Measurement {
         let end = self.steps[last].last();
         let before = marks.iter().copied().filter(|&p| p < start).max();
         let after = marks.iter().copied().find(|&p| p > end);
-        let opens = self
-            .reads
-            .iter()
-            .filter(|r| r.pos < start && before.is_none_or(|b| r.pos > b));
+        let ends = |gap: Vec<&'a Read>| -> Vec<&'a Read> {
+            if gap.len() <= 2 * GAP_ENDS {
+                return gap;
+            }
+            let n = gap.len();
+            gap.into_iter()
+                .enumerate()
+                .filter(|(i, _)| *i < GAP_ENDS || *i >= n - GAP_ENDS)
+                .map(|(_, r)| r)
+                .collect()
+        };
+        let opens = ends(
+            self.reads
+                .iter()
+                .filter(|r| r.pos < start && before.is_none_or(|b| r.pos > b))
+                .collect(),
+        );
+        let closes = ends(
+            self.reads
+                .iter()
+                .filter(|r| r.pos > end && after.is_none_or(|x| r.pos < x))
+                .collect(),
+        );
         let mut out = Vec::new();
         for a in opens {
-            let closes = self
-                .reads
-                .iter()
-                .filter(|r| r.clock == a.clock && r.pos > end && after.is_none_or(|x| r.pos < x));
-            for b in closes {
+            for b in closes.iter().copied().filter(|r| r.clock == a.clock) {
                 let res = |r: &Read| r.secs.map_or(0.0, ulp);
                 out.push(Source {
                     open: a.pos,

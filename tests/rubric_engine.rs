@@ -526,6 +526,34 @@ fn reads_inside_a_window_break_nothing() {
     assert!(!out.pass);
 }
 
+/// Red team 6's `clockspin_pad`: thousands of clock reads after each window's last step, before
+/// its closing sync and read. The windows are still found from the reads at the ends of each gap
+/// (where a window opens or closes): pairing every read of a gap with every read of the next
+/// took minutes per grading (`GAP_ENDS` in src/measurement.rs).
+#[test]
+fn thousands_of_reads_in_a_gap_still_find_the_windows_quickly() {
+    let mut t = T::default();
+    t.step("x", 0.5).step("x", 0.5);
+    let mut samples = Vec::new();
+    for k in 0..6 {
+        t.sync().read();
+        let t0 = t.now;
+        t.step("x", 0.01 * (1 + k) as f64);
+        for _ in 0..3000 {
+            t.read(); // the padding
+        }
+        t.sync().read();
+        samples.push(t.now - t0);
+    }
+    let mut ev = trace_evidence(&[("r", &t)], &[]);
+    ev.obs.metrics.insert("r.samples".into(), json!(samples));
+    let out = run(
+        "{trace: {stream: r, expect: samples, per: 1, samples: samples}}",
+        &ev,
+    );
+    assert!(out.pass, "{} ({})", out.why.en, out.measured.en);
+}
+
 /// Issue 39: `samples:` may name several metrics read in order as one list (lesson 05's `first_s`
 /// then `steady_s`): only the windows those numbers come from are held to the sync rule, so a log
 /// line's stamps of another clock (the first one after work the grader queued, unsynced) are no
