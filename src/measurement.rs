@@ -661,16 +661,11 @@ impl Measurement {
         let end = self.steps[last].last();
         let before = marks.iter().copied().filter(|&p| p < start).max();
         let after = marks.iter().copied().find(|&p| p > end);
-        let ends = |gap: Vec<&'a Read>| -> Vec<&'a Read> {
-            if gap.len() <= 2 * GAP_ENDS {
-                return gap;
+        let ends = |mut gap: Vec<&'a Read>| -> Vec<&'a Read> {
+            if gap.len() > 2 * GAP_ENDS {
+                gap.drain(GAP_ENDS..gap.len() - GAP_ENDS);
             }
-            let n = gap.len();
-            gap.into_iter()
-                .enumerate()
-                .filter(|(i, _)| *i < GAP_ENDS || *i >= n - GAP_ENDS)
-                .map(|(_, r)| r)
-                .collect()
+            gap
         };
         let opens = ends(
             self.reads

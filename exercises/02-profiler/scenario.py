@@ -884,18 +884,13 @@ class Lesson:
 
         wrong_at = random.Random(f"{_SECRET}/verify/wrong_at")
 
-        def wrong(n):
-            """The right output of `n` ops with one element wrong, at a place drawn per step call
-            from the process's secret: only a comparison of the whole outputs tells (red team 7:
-            element [0, 0] alone, or one row, compared). Its weight is W itself, so nothing but its
-            output tells it from the right ones (red team 4 told a transposed view by its strides)."""
-            return off(n, 1.0)
-
         def off(n, by):
-            """`n` ops, then one element drawn per step call moved `by` (0.0: the right output):
-            right and wrong outputs are made by the very same ops, so neither the ops a profile
-            records nor anything else but the values tells them apart (red team 8 told a wrong
-            output by its in-place add: a `CopySlices` node, `aten::select` rows)."""
+            """`n` ops, then one element moved `by` (0.0: the right output; 1.0: a wrong one), at a
+            place drawn per step call from the process's secret: only a comparison of the whole
+            outputs tells (red team 7: element [0, 0] alone, or one row, compared). Right and wrong
+            outputs are made by the very same ops with W itself, so neither the ops a profile
+            records, the strides (red team 4) nor the graph (red team 8: a `CopySlices` node, the
+            in-place add's rows) tell them apart: only the values do."""
             right = repeat(n)
 
             def body(x, acc):
@@ -913,7 +908,7 @@ class Lesson:
 
         for n, (speed, right) in enumerate(_draw(), 1):  # drawn per grading (`candidate_draw`)
             cand = f"call{n}"
-            body = off(calls[speed], 0.0) if right else wrong(calls[speed])
+            body = off(calls[speed], 0.0 if right else 1.0)
             ids = itertools.count()  # step ids, shared by both steps of this verify call
             make_input, made = inputs()
 

@@ -309,13 +309,20 @@ def graphs_steps(tensors, marks, limit=50_000):
     if not marks:
         return set()
 
-    def mark(f):
-        try:
-            return marks.get(f._sequence_nr())
-        except (AttributeError, RuntimeError, TypeError):
-            return None
+    steps = set()
 
-    return {m for m in (mark(f) for f in _nodes(tensors, limit, lambda f: mark(f) is not None)) if m is not None}
+    def marked(f):  # a marked node is a step's: its mark is kept and the walk stops there
+        try:
+            m = marks.get(f._sequence_nr())
+        except (AttributeError, RuntimeError, TypeError):
+            m = None
+        if m is not None:
+            steps.add(m)
+        return m is not None
+
+    for _ in _nodes(tensors, limit, marked):
+        pass
+    return steps
 
 
 def _ids(args, kwargs, seen):
