@@ -519,7 +519,7 @@ fn host_reads_counts_every_read_back_path_once_on_cpu() {
          lib = importlib.util.module_from_spec(spec); sys.modules['grade_lib'] = lib; spec.loader.exec_module(lib)\n\
          spec = importlib.util.spec_from_file_location('grade_driver', sys.argv[3])\n\
          drv = importlib.util.module_from_spec(spec); spec.loader.exec_module(drv)\n\
-         class Ctx:\n    def event(self, kind, **f): pass\n    attributed = staticmethod(drv.attributed)\n\
+         class Ctx:\n    def event(self, kind, **f): pass\n    attributed = staticmethod(drv.attribution.attributed)\n\
          v = torch.randn(4, 5); s = v.sum(); dev = torch.device('cpu')\nout = {}\n",
     );
     for (name, expr, ..) in PATHS {

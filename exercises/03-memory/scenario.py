@@ -608,7 +608,9 @@ class Lesson:
             params = lambda shape: watched.params_at.get(id(shape), frozenset())  # noqa: E731
             for fwd, nbytes in ctx.lib.hooked_forwards(list(ctx.trace[start:]), params):
                 at = fwd.get("shape") or {}
-                if nbytes is not None and fwd["grad"] and fwd.get("whole") and at.get("case"):
+                # a whole forward with autograd recording its layers (`recorded`: not blocks run
+                # under `no_grad` beside a tensor of the wanted size, red team 9 in lesson 04)
+                if nbytes is not None and fwd["grad"] and fwd.get("whole") and fwd.get("recorded") and at.get("case"):
                     seen.setdefault((at.get("batch"), at.get("seq_len")), set()).add(int(nbytes))
             for (b, t), sizes in sorted(seen.items()):
                 ctx.event("hooked", batch=b, seq_len=t, bytes=sorted(sizes))

@@ -157,8 +157,10 @@ class Lesson:
 
         A forward's bytes count only when every save the driver saw in it went to one hooks'
         entry entered before it began, and it ran every layer on the whole batch (`fwd_end
-        {whole}`): bytes measured on a slice of the batch and scaled up, then shown to a hook in a
-        forward of one row, are none of them (red team 5)."""
+        {whole}`) with autograd recording it (`recorded`): bytes measured on a slice of the batch
+        and scaled up, then shown to a hook in a forward of one row (red team 5), or in a forward
+        whose blocks ran under `no_grad` beside a tensor of the wanted size (red team 9), are none
+        of them."""
         seen = {}
         for forward, nbytes in self.ctx.lib.hooked_forwards(trace, params):
             # an "off" row's bytes from a forward that checkpointed nothing; an "on" row's from one
@@ -167,7 +169,8 @@ class Lesson:
             # neither: red team 6), of the whole batch, with autograd on
             variant = forward.get("variant")
             kind = "off" if variant == "off" else "on" if variant == "on" or forward.get("wrapped") else None
-            if nbytes is not None and forward["grad"] and forward.get("whole") and kind is not None:
+            if (nbytes is not None and forward["grad"] and forward.get("whole") and forward.get("recorded")
+                    and kind is not None):
                 seen.setdefault(kind, set()).add(nbytes)
         return seen
 

@@ -816,6 +816,47 @@ def _persistent_precompiled_header():
         codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
 
 
+def _vec_isa_recorded():
+    """Inductor asks, once per process before its first C++ kernel, whether each SIMD level the
+    CPU lists builds and loads (`cpu_vec_isa.valid_vec_isa_list`: g++ and a Python child per
+    level, 1.4 s of every grading here, two fifths of the compiled model's first call on a warm
+    cache). The answer is a fact of the machine, its compiler and torch, not of the run: the first
+    run on a machine asks, as inductor would, and records it in the compile cache
+    (`vec_isa.json`, beside the kernels it keys); later runs on the same CPU flags and torch read
+    it, and when every listed level passed they tell inductor so (`cpp.vec_isa_ok`, its own
+    switch for "trust the CPU's list"). Every compile then uses that setting, also the first
+    (it is part of inductor's cache key). Where a level failed, or on another architecture, or
+    where `TORCHINDUCTOR_VEC_ISA_OK` is set, nothing changes."""
+    import json
+    import platform
+
+    import torch._inductor.config as inductor_config
+    import torch._inductor.cpu_vec_isa as vec_isa
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    if inductor_config.cpp.vec_isa_ok is not None or platform.machine() not in ("x86_64", "AMD64"):
+        return
+    flags = sorted(vec_isa.x86_isa_checker())
+    listed = [str(v) for v in vec_isa.supported_vec_isa_list if all(f in flags for f in str(v).split())]
+    key = {"torch": torch.__version__, "flags": flags, "listed": listed}
+    path = os.path.join(cache_dir(), "vec_isa.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict) or record.get("key") != key:
+        record = {"key": key, "valid": [str(v) for v in vec_isa.valid_vec_isa_list()]}
+        try:  # whole or not at all: another run may read it meanwhile
+            with open(f"{path}.{os.getpid()}", "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            os.replace(f"{path}.{os.getpid()}", path)
+        except OSError:
+            pass  # a read-only cache: ask again next time
+    if record.get("valid") == listed:
+        inductor_config.cpp.vec_isa_ok = True
+
+
 _DYNAMO_WATCH = None
 
 
@@ -832,6 +873,7 @@ def run(ctx):
 
     inductor_config.compile_threads = 1  # compile in this process: one CPU thread, no worker pool
     _persistent_precompiled_header()
+    _vec_isa_recorded()
     lesson = Lesson(ctx)
     lesson.watch = _DYNAMO_WATCH or _DynamoWatch(ctx)  # (a driver without the hook: install now)
     for name in ("sim", "break_even", "real", "shapes"):

@@ -323,9 +323,9 @@ class Lesson:
 
         Every timed call is made as every other call of train() is (red team 4: a call that
         recognises a model it has seen is one it can be fast in): a fresh model from the
-        grader's weights and a fresh optimizer, on batches rolled by an offset drawn from
-        os.urandom as it starts (the same for both sides of a pair), so no call's result can be
-        known or made ahead of it. The timed calls must do the training, or their time says
+        grader's weights and a fresh optimizer, on batches drawn from os.urandom as it starts
+        (the same for both sides of a pair), so no call's result can be known or made ahead of
+        it. The timed calls must do the training, or their time says
         nothing: after each call a digest of the model's parameters (per tensor: the sum, and
         a sum weighted by weights drawn as the probe runs) is sent (`timing/params/<who>/<call>`),
         and both sides' must be equal.
@@ -338,7 +338,6 @@ class Lesson:
         t = self.p["timing"]
         clock = self.ctx.cost_clock
         log_every, steps = int(self.p["log_every"]), int(t["steps"])
-        seq_len = int(self.ctx.model_cfg["seq_len"])
         variants = ("baseline", "train")
         fns = {who: self.train_fn(who) for who in variants}
         calls = int(t["warmup"]) + int(t["pairs"])  # per side
@@ -389,9 +388,18 @@ class Lesson:
             self.ctx.save_tensor(f"timing/work/{who}/{k}", torch.tensor(work, dtype=torch.float64))
             self.ctx.save_tensor(f"timing/logs/{who}/{k}", self.logs_tensor(logged))
 
+        vocab = int(self.ctx.model_cfg["vocab"])
+
         def drawn():
-            offset = _draw(seq_len)
-            return {who: self.batches(steps, offset) for who in variants}
+            """The call's batches, tokens drawn from os.urandom as it starts (the same for both
+            sides): not rolls of the grader's batch, whose few offsets a side run in an earlier
+            call can all train ahead and serve from a cache (red team 9)."""
+            g = torch.Generator().manual_seed(_draw(2**62))
+            shape = (steps, *self.idx.shape)
+            idx = torch.randint(0, vocab, shape, generator=g, dtype=self.idx.dtype)
+            targets = torch.randint(0, vocab, shape, generator=g, dtype=self.targets.dtype)
+            return {who: [(idx[k].to(self.device).clone(), targets[k].to(self.device).clone()) for k in range(steps)]
+                    for who in variants}
 
         self.ctx.trace = trace = []
         samples = {who: [] for who in variants}

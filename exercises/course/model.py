@@ -5,6 +5,7 @@ real activations. The grader has a libtorch twin of this file in `src/reference/
 order here and there must stay the same (on CPU the two are then bit-identical).
 """
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -21,10 +22,27 @@ class Config:
     n_blocks: int = 4
     dropout: float = 0.0
 
+    def __post_init__(self):
+        # plain numbers only: a tensor here would be read by the model's own code (as a size, or
+        # by dropout's range check) at every forward
+        for name in ("vocab", "seq_len", "d_model", "n_heads", "n_blocks"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                raise TypeError(f"Config.{name} must be an int, not {type(v).__name__}")
+        if not isinstance(self.dropout, numbers.Real) or isinstance(self.dropout, bool):
+            raise TypeError(f"Config.dropout must be a float, not {type(self.dropout).__name__}")
+
+
+def _config(cfg):
+    if not isinstance(cfg, Config):
+        raise TypeError(f"expected a course Config, not {type(cfg).__name__}")
+    return cfg
+
 
 class Attention(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
+        cfg = _config(cfg)
         self.n_heads = cfg.n_heads
         self.dropout = cfg.dropout
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
@@ -51,6 +69,7 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: Config):
         super().__init__()
+        cfg = _config(cfg)
         self.fc = nn.Linear(cfg.d_model, 4 * cfg.d_model)
         self.proj = nn.Linear(4 * cfg.d_model, cfg.d_model)
 
@@ -63,6 +82,7 @@ class Block(nn.Module):
 
     def __init__(self, cfg: Config):
         super().__init__()
+        cfg = _config(cfg)
         self.ln1 = nn.LayerNorm(cfg.d_model)
         self.attn = Attention(cfg)
         self.ln2 = nn.LayerNorm(cfg.d_model)
@@ -89,6 +109,7 @@ class TinyGPT(nn.Module):
 
     def __init__(self, cfg: Config):
         super().__init__()
+        cfg = _config(cfg)
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab, cfg.d_model)
         self.pos_emb = nn.Embedding(cfg.seq_len, cfg.d_model)

@@ -130,14 +130,19 @@ pub fn student_seed(batch_seed: u64, student: &str) -> u64 {
 }
 
 /// What a record's grade depends on besides the submission: the exercise's spec and scenario
-/// files (not its README or starter), the `course` package, the rubric, the embedded driver and
-/// the grader's version.
+/// files (not its README or starter), the `course` package, the rubric, the embedded driver (its
+/// modules, the static audit, the course's Python policy, `grade_lib`) and the grader's version.
 pub fn spec_digest(course: &Course, exercise: &str) -> Vec<u8> {
     let mut h = Sha256::new();
     h.update(b"grade-batch key v1\0");
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
     h.update(crate::runner::DRIVER_PY.as_bytes());
-    for (name, text) in crate::runner::LIB_FILES {
+    let modules = &crate::runner::DRIVER_MODULES;
+    let policy = [
+        ("audit.py", crate::runner::AUDIT_PY),
+        ("policy.py", crate::runner::POLICY_PY),
+    ];
+    for (name, text) in modules.iter().chain(&policy).chain(&crate::runner::LIB_FILES) {
         h.update(name.as_bytes());
         h.update(text.as_bytes());
     }

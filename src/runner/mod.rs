@@ -20,8 +20,26 @@ use std::process::Command;
 use std::time::Duration;
 use tch::Tensor;
 
-/// The grader's own Python code, embedded in the binary and written out for each run.
+/// The grader's own Python code, embedded in the binary and written out for each run: the
+/// driver's pipeline (`run_job`) and its modules, which it loads by path from beside itself.
 pub const DRIVER_PY: &str = include_str!("../driver/driver.py");
+pub const DRIVER_MODULES: [(&str, &str); 3] = [
+    ("attribution.py", include_str!("../driver/attribution.py")),
+    ("recorder.py", include_str!("../driver/recorder.py")),
+    ("instruments.py", include_str!("../driver/instruments.py")),
+];
+
+/// Writes the driver (`DRIVER_PY`, `DRIVER_MODULES`) and `grade_lib` into `dir`; returns the
+/// paths of `driver.py` and of the library's `__init__.py`.
+pub fn write_driver(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let driver = dir.join("driver.py");
+    std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
+    for (name, text) in DRIVER_MODULES {
+        std::fs::write(dir.join(name), text)
+            .with_context(|| format!("writing the driver's {name}"))?;
+    }
+    Ok((driver, write_lib(dir)?))
+}
 /// Instruments the scenarios share (the package `grade_lib`: observed model, simulated device,
 /// memory and read-back counters), one module per concern, written out as `lib/` beside the driver.
 pub const LIB_FILES: [(&str, &str); 7] = [
@@ -268,9 +286,7 @@ impl PythonExecutor {
                 tmp.display()
             )
         })?;
-        let driver = tmp.join("driver.py");
-        std::fs::write(&driver, DRIVER_PY).context("writing the driver")?;
-        let lib = write_lib(tmp)?;
+        let (driver, lib) = write_driver(tmp)?;
         std::fs::write(tmp.join("audit.py"), AUDIT_PY).context("writing the driver's audit.py")?;
         std::fs::write(tmp.join("policy.py"), POLICY_PY)
             .context("writing the driver's policy.py")?;

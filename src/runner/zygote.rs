@@ -85,10 +85,9 @@ impl ZygoteExecutor {
             reason,
         };
         let root = self.staging.path();
-        let (zygote_py, driver_py) = (root.join("zygote.py"), root.join("driver.py"));
+        let zygote_py = root.join("zygote.py");
         std::fs::write(&zygote_py, ZYGOTE_PY).context("writing the zygote")?;
-        std::fs::write(&driver_py, super::DRIVER_PY).context("writing the driver")?;
-        super::write_lib(root)?;
+        let (driver_py, _) = super::write_driver(root)?;
         let (ours, theirs) = seqpacket_pair().context("creating the zygote's socket")?;
         let theirs_fd = theirs.as_raw_fd();
         let mut cmd = Command::new(&self.base.python);

@@ -173,7 +173,13 @@ def param_storages(model):
     """The storages of `model`'s parameters now (held, so no later storage takes their address):
     what `kept_bytes` leaves out, taken when the grader made the model, before any submission code
     ran on it."""
-    return [p.untyped_storage() for p in model.parameters()]
+    storages = [p.untyped_storage() for p in model.parameters()]
+    for st in storages:
+        _PARAM_BYTES.setdefault(st._cdata, st.nbytes())
+    return storages
+
+
+_PARAM_BYTES = {}  # a parameter storage's bytes when `param_storages` first took it (`kept_bytes`)
 
 
 def _grader_files():
@@ -210,6 +216,10 @@ def kept_bytes(model, fn, params):
     import tracemalloc
 
     excluded = {s._cdata for s in params}
+    # a parameter's storage is the model's by its size when the grader made it: grown since (the
+    # same storage object resized, which no aten op records), what it grew by is memory like any
+    # other (red team 9: every activation parked in a parameter's grown tail)
+    sizes = [(s, _PARAM_BYTES.get(s._cdata, s.nbytes())) for s in params]
     made, exported = _Made(), _Exported()
     grader = _grader_files()
     tracing = tracemalloc.is_tracing()
@@ -235,7 +245,8 @@ def kept_bytes(model, fn, params):
         # is gone: a numpy arena outlives the transient views it was filled through (red team 6)
         if k not in excluded and (k not in made.made or not ref.expired()):
             alive[k] = n
-    return out, sum(alive.values()) + exported.bytes + heap
+    grown = sum(max(0, s.nbytes() - n) for s, n in sizes)
+    return out, sum(alive.values()) + exported.bytes + heap + grown
 
 
 def hooked_forwards(trace, params):

@@ -204,14 +204,14 @@ class _Alive:
 
 class _Marks(dict):
     """`step_marks`' table: {autograd node sequence number: step}, and `alive`, {step: weak
-    references to that step's `_Alive` probes (its loss node's, its logits' node's)}."""
+    references to that step's `_Alive` probes (its embedding's, loss and logits nodes')}."""
 
     def __init__(self):
         super().__init__()
         self.alive = {}
 
     def living(self):
-        """The marked steps whose loss graph (its loss or logits node) is alive now. A step
+        """The marked steps whose graph (any of its probed nodes) is alive now. A step
         whose probes have all died is dropped from `alive`: a node never comes back, so the
         check at every step boundary (`HostReads._at_step`) costs the steps still alive."""
         out = set()
@@ -224,47 +224,52 @@ class _Marks(dict):
 
 
 def step_marks(model):
-    """A table of the grader's own, {autograd node sequence number: step}, and the forward hook
-    that fills it: each forward's loss node (`out[1]`) numbered in order, with a liveness probe
-    on it, on the logits' node and on the token embedding's (`_Alive`: a graph kept through the
-    logits or any activation, a loss computed again from them, is a graph kept all the same). Nothing is written on the node (its public
-    `metadata` is the submission's to clear): `graph_steps` looks the nodes up here. Every
-    forward is a step boundary: the read-back counter active with these marks counts the steps'
-    graphs alive there (`HostReads._at_step`, red team 5: a graph kept between read-backs and
-    dropped just before each is kept all the same). Returns (marks, hook handle)."""
-    marks, step, first = _Marks(), [0], [None]
+    """A table of the grader's own, {autograd node sequence number: step}, and the forward hooks
+    that fill it. A step begins where every forward of the model begins, whichever way the model
+    is run: its token embedding computed with autograd on (red team 9: a loss built through the
+    model's own `embed`/`head_loss`, the model itself called only under `no_grad`, was no step).
+    Its first node (the embedding's) is numbered and probed (`_Alive`: every activation of the
+    step is computed from it, so a graph kept of anything the step computed keeps it alive, red
+    team 7); the model's forward, when it returns a loss, adds that step's loss and logits nodes.
+    Nothing is written on a node (its public `metadata` is the submission's to clear):
+    `graph_steps` looks the nodes up here. Every step's start is a boundary: the read-back
+    counter active with these marks counts the steps' graphs alive there (`HostReads._at_step`,
+    red team 5: a graph kept between read-backs and dropped just before each is kept all the
+    same). Returns (marks, hook handle)."""
+    marks, step = _Marks(), [0]
+
+    def probe(k, node):
+        p = _Alive()
+        try:
+            node.register_prehook(p)
+        except (AttributeError, RuntimeError, TypeError):
+            return
+        marks.alive[k] = marks.alive.get(k, ()) + (_weakref.ref(p),)
 
     def embedded(module, args, out):
-        """The forward's first node (its token embedding's): every activation of the step is
-        computed from it, so a graph kept of anything the step computed keeps it alive (red team
-        7: a loss computed again from the blocks' output, summed without detach, kept every
-        step's graph past its loss and logits nodes)."""
-        first[0] = out.grad_fn if isinstance(out, _Tensor) else None
+        fn = out.grad_fn if isinstance(out, _Tensor) else None
+        if fn is None:
+            return  # no autograd graph: nothing kept, no step
+        k = step[0]
+        step[0] += 1
+        marks[fn._sequence_nr()] = k
+        probe(k, fn)
+        for counter in reversed(_ACTIVE):
+            if counter.marks is marks:
+                counter._at_step()
+                break
 
     def hook(module, args, out):
         loss = out[1] if isinstance(out, tuple) and len(out) > 1 else None
         fn = loss.grad_fn if isinstance(loss, _Tensor) else None
-        root, first[0] = first[0], None
-        if fn is not None:
-            marks[fn._sequence_nr()] = step[0]
-            refs = []
-            logits = out[0] if isinstance(out[0], _Tensor) else None
-            for node in (fn, logits.grad_fn if logits is not None else None, root):
-                if node is None:
-                    continue
-                probe = _Alive()
-                try:
-                    node.register_prehook(probe)
-                    refs.append(_weakref.ref(probe))
-                except (AttributeError, RuntimeError, TypeError):
-                    pass
-            if refs:
-                marks.alive[step[0]] = tuple(refs)
-            step[0] += 1
-            for counter in reversed(_ACTIVE):
-                if counter.marks is marks:
-                    counter._at_step()
-                    break
+        if fn is None or not step[0]:
+            return
+        k = step[0] - 1  # the step its embedding began
+        marks[fn._sequence_nr()] = k
+        probe(k, fn)
+        logits = out[0] if isinstance(out[0], _Tensor) else None
+        if logits is not None and logits.grad_fn is not None:
+            probe(k, logits.grad_fn)
 
     emb = next((m for m in model.modules() if isinstance(m, torch.nn.Embedding)), None)
     handles = [model.register_forward_hook(hook)]
@@ -510,7 +515,7 @@ class HostReads(_TorchFunctionMode):
                     return
 
     # -- attribution and records ------------------------------------------------------------
-    def _caller_line(self, depth=2):
+    def _caller_line(self, depth=2, course=False):
         """The line of `files` this torch call is attributed to: past torch's own frames, the
         driver's attribution rule (`ctx.attributed`: standard-library and generated frames act
         on their caller's behalf). `self.direct` says afterwards whether the torch frames passed
@@ -525,8 +530,25 @@ class HostReads(_TorchFunctionMode):
                 direct = False
             f = f.f_back
         self.direct = direct
-        mine = self.ctx.attributed(f, self.files) if f is not None else None
+        mine = self.ctx.attributed(f, self.files, course=course) if f is not None else None
         return mine.f_lineno if mine is not None else None
+
+    def _raised(self, name, ins, line):
+        """A call raised (its exception on the way out): an error raised on device data (an
+        index out of range, a value check) may carry its values in its message; on a device it
+        surfaces only where the host waits for the device (a device-side assert at the next
+        sync). So a raised call of the watched code's, or of the course's model on its behalf
+        (`attributed(course=True)`), is a read-back of the call's device tensors (red team 9: a
+        gather whose index was the loss's bits; the model's dropout handed a device tensor)."""
+        dev = [t for t in ins if isinstance(t, _Tensor) and not self.host(t)]
+        if not dev:
+            return
+        if line is None:
+            direct = self.direct
+            line = self._caller_line(4, course=True)
+            self.direct = direct
+        if line is not None:
+            self._readback(dev[0], f"{name}:raised", sum(t.numel() * t.element_size() for t in dev), line)
 
     def _record(self, kind, event):
         event.update(self.tag)
@@ -542,9 +564,9 @@ class HostReads(_TorchFunctionMode):
             self.ctx.event("kept_graph", steps=len(steps), line=line, **self.tag)
 
     def _at_step(self):
-        """A step boundary (a forward of the marked model just made its loss, `step_marks`):
-        the steps whose loss graph is alive now. The newest and the one before it (the loop's
-        `loss` not yet reassigned) may be; more alive at once is a graph kept across steps,
+        """A step boundary (a step of the marked model began, `step_marks`): the steps whose
+        graph is alive now. The newest and the one before it (the loop's `loss` not yet
+        reassigned) may be; more alive at once is a graph kept across steps,
         whether or not a read-back comes while it is (red team 5: the running sum kept without
         `.detach()` and dropped just before each window's read). `kept_graph {steps, line,
         at: "step"}` each time the most alive at once grows past two. A weak reference per step
@@ -558,7 +580,7 @@ class HostReads(_TorchFunctionMode):
         if n > 2 and n > self._most:
             self._most = n
             direct = self.direct
-            line = self._caller_line(3)
+            line = self._caller_line(3, course=True)  # the model's `embed`, called by whom
             self.direct = direct
             self.ctx.event("kept_graph", steps=n, line=line, at="step", **self.tag)
 
@@ -579,8 +601,12 @@ class HostReads(_TorchFunctionMode):
 
     def _unseen(self, func, args, kwargs, table):
         """An aten op reached outside every torch function of the watched code."""
-        out = func(*args, **kwargs)
         op = func.__name__.split(".")[0]
+        try:
+            out = func(*args, **kwargs)
+        except Exception:  # its message may carry device values (`_raised`)
+            self._raised(op, _flat(args, kwargs), None)
+            raise
         kind = table.get(op)
         ins = _flat(args, kwargs)
         hit = _crosses(func, args)
@@ -630,7 +656,11 @@ class HostReads(_TorchFunctionMode):
         line = self._caller_line()
         if line is None and not self._host:
             # not the watched code's call, and no host memory to follow: nothing to count
-            out = self._call(func, args, kwargs)
+            try:
+                out = self._call(func, args, kwargs)
+            except Exception:
+                self._raised(getattr(func, "__name__", ""), _flat(args, kwargs), None)
+                raise
             if self.autograd:
                 self._recorded(func, out)
             return out
@@ -675,7 +705,12 @@ class HostReads(_TorchFunctionMode):
         # there is read back, whatever the call returns (red team 7: an optimizer's foreach step
         # that returns None, AccumulateGrad adding into a numpy `.grad`)
         versions = self._host_versions(name, ins) if cpu and self._host else None
-        out = self._call(func, args, kwargs, look=look)
+        try:
+            out = self._call(func, args, kwargs, look=look)
+        except Exception:
+            if not counted:
+                self._raised(name, tensors, line)
+            raise
         if look:
             crossed = self._crossed_last
             if crossed:

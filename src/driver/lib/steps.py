@@ -80,6 +80,13 @@ class StepObserver:
         state = self.current
         if state is not None:
             state["layers"] += 1
+            # autograd recording the layer: on, or off inside a checkpoint called with it on (a
+            # reentrant one's first forward); a layer run with it off in a forward begun with it
+            # on records nothing of what that forward is believed to save (red team 9: blocks run
+            # under no_grad, a tensor of the wanted size saved after the model returned)
+            grads = self.ctx.ckpt_grads
+            if not (torch.is_grad_enabled() or (grads and grads[0])):
+                state["unrecorded"] += 1
             # a layer ran on the batch when it took in every position of it, at once or over
             # several calls (micro-batches): one row of it, broadcast back, is no step's work
             state["pos"][id(module)] = state["pos"].get(id(module), 0) + _positions(args, state["seq"])
@@ -167,7 +174,7 @@ class StepObserver:
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock(), c=ctx.cost_clock())
         before = ctx.tally("ckpt")
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
-                 "ran": set(), "pos": {}, "need": 0, "seq": None, "back": set(), "loss": True, "recomputed": 0,
+                 "ran": set(), "pos": {}, "need": 0, "unrecorded": 0, "seq": None, "back": set(), "loss": True, "recomputed": 0,
                  "done": False,
                  "grads": None, "frames": [], "counted": [], "where": {}, "fp": {},
                  "reruns": {}, "refp": {}, "blocks": model.blocks,
@@ -234,11 +241,13 @@ class StepObserver:
 
             loss.register_hook(through_loss)
         variant = self.variant(rec)
-        # `whole`: every layer took in every position of the batch in this forward (lesson 04
-        # believes bytes a submission's hooks were handed only in such a forward)
+        # `whole`: every layer took in every position of the batch in this forward, `recorded`:
+        # with autograd recording each (lesson 04 believes bytes a submission's hooks were handed
+        # only in such a forward)
         ctx.event(
             "fwd_end", id=k, ckpt=ckpt, layers=state["layers"], wrapped=state["wrapped"],
-            whole=state["all"] <= state["ran"], **({"variant": variant} if variant else {}),
+            whole=state["all"] <= state["ran"], recorded=not state["unrecorded"],
+            **({"variant": variant} if variant else {}),
         )
         ctx.append_row(f"forwards.{ctx.current_probe}", rec)
         return out

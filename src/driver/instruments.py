@@ -1,0 +1,332 @@
+"""The driver's instruments: what the scenarios observe, wrapped before the submission exists.
+
+Part of grade's Python driver (driver.py loads it beside itself as `grade_instruments`). It owns
+the checkpoint counter, the observed saved-tensors hooks, every clock the submission may time with
+(each read a `timer` event with the value it returned), `empty_cache`, thread starts on the
+submission's behalf (runtime audit findings), CUDA events, the profiler's inductor probe, and
+`_instrument`, which installs them all and returns what `_Watch` verifies.
+"""
+import gc as _gc_module
+import sys
+import time
+import timeit
+
+import grade_attribution
+from grade_attribution import (
+    _entry,
+    _from_submission,
+    _from_submission_past_torch,
+    _reads_for_itself,
+    attributed,
+)
+from grade_recorder import Ctx, _perf_counter
+
+_HERE = (lambda: None).__code__.co_filename  # this file, as its code names it
+grade_attribution._INTERNAL_FILES.add(_HERE)
+_gc_isenabled, _gc_disable, _gc_enable = _gc_module.isenabled, _gc_module.disable, _gc_module.enable
+
+
+def _instrument(ctx):
+    """Wrap what the scenarios observe; return the originals to check integrity at the end."""
+    import torch
+    import torch.utils.checkpoint as cp_mod
+
+    real_checkpoint = cp_mod.checkpoint
+
+    def counting_checkpoint(function, *args, **kwargs):
+        if ctx.watch is not None:
+            ctx.watch.check("during checkpoint()")
+        ctx.tick("ckpt")
+        ctx.event("ckpt", grad=torch.is_grad_enabled(), reentrant=kwargs.get("use_reentrant"))
+        ctx.ckpt_depth += 1  # what runs now runs inside a checkpoint (grade_lib.steps: a block's layers)
+        # ... and whether autograd was on where it was called (a reentrant checkpoint runs its
+        # function with autograd off, on behalf of a forward that records it)
+        ctx.ckpt_grads.append(torch.is_grad_enabled())
+        try:
+            return real_checkpoint(function, *args, **kwargs)
+        finally:
+            ctx.ckpt_depth -= 1
+            ctx.ckpt_grads.pop()
+
+    _entry(counting_checkpoint)
+    counting_checkpoint.__wrapped__ = real_checkpoint
+    counting_checkpoint.__doc__ = real_checkpoint.__doc__
+    cp_mod.checkpoint = counting_checkpoint
+
+    observed_hooks = _install_saved_hooks(ctx, torch)
+    counting_empty_cache = _install_empty_cache(ctx, torch)
+    _install_clocks(ctx)
+    _install_cuda_events(ctx, torch)
+    threads = _install_threads(ctx)
+
+    watched = {
+        "torch.utils.checkpoint.checkpoint": (lambda: cp_mod.checkpoint, counting_checkpoint),
+        "torch.autograd.graph.saved_tensors_hooks": (
+            lambda: torch.autograd.graph.saved_tensors_hooks,
+            observed_hooks,
+        ),
+        "torch.Tensor.backward": (lambda: torch.Tensor.backward, torch.Tensor.backward),
+        "torch.autograd.backward": (lambda: torch.autograd.backward, torch.autograd.backward),
+        "torch.allclose": (lambda: torch.allclose, torch.allclose),
+        "torch.equal": (lambda: torch.equal, torch.equal),
+        "torch.testing.assert_close": (lambda: torch.testing.assert_close, torch.testing.assert_close),
+        "torch.cuda.empty_cache": (lambda: torch.cuda.empty_cache, counting_empty_cache),
+        "torch.compiler.is_compiling": (lambda: torch.compiler.is_compiling, torch.compiler.is_compiling),
+        "torch.cuda.memory.empty_cache": (lambda: torch.cuda.memory.empty_cache, counting_empty_cache),
+    }
+    for name in ("metric", "save_tensor", "event", "append_row", "probe", "audit", "write"):  # the recorder
+        watched[f"Ctx.{name}"] = (lambda n=name: getattr(Ctx, n), getattr(Ctx, name))
+    for name in CLOCKS:
+        watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
+    watched["timeit.default_timer"] = (lambda: timeit.default_timer, timeit.default_timer)
+    watched.update(threads)
+    watched["ctx.clock"] = (lambda: ctx.clock, _perf_counter)
+    watched["ctx.cost_clock"] = (lambda: ctx.cost_clock, ctx.cost_clock)
+    if torch.cuda.is_available():
+        watched["torch.cuda.Event"] = (lambda: torch.cuda.Event, torch.cuda.Event)
+        watched["torch.cuda.synchronize"] = (lambda: torch.cuda.synchronize, torch.cuda.synchronize)
+        watched["torch.cuda.max_memory_allocated"] = (
+            lambda: torch.cuda.max_memory_allocated,
+            torch.cuda.max_memory_allocated,
+        )
+    return watched
+
+
+def _install_saved_hooks(ctx, torch):
+    """`torch.autograd.graph.saved_tensors_hooks`, observed (issue 38: a number is believed only
+    when the grader saw the work that made it). While a scenario sets `ctx.observe_saves`, hooks
+    entered then push a pack hook that first records what autograd hands it (`saved` events in the
+    active trace: the hooks' entry `h`, the storage's `data_ptr` `p` and `nbytes` `n`), then calls
+    the submission's; the grader then knows which bytes a submission's hooks were handed in which
+    forward (lesson 04: `activation_bytes` is held to them). Always, while the grader measures
+    saved bytes (`lib.saved_bytes`), what the submission's pack hook returns is reported to that
+    measure (`lib.SAVES_SINKS`): its hooks, innermost, replace the grader's, and what autograd
+    keeps is what they return (red team 6: hooks that park every save in a numpy arena, or that
+    hide the saves of a forward that checkpoints nothing). Torch's own subclasses of the real
+    class (checkpoint's) are not touched. A submission's subclass derives
+    from this class (the policy's `bases:` name resolves to it)."""
+    import torch.autograd.graph as graph_mod
+
+    real = graph_mod.saved_tensors_hooks
+    push = torch._C._autograd._push_saved_tensors_default_hooks
+    entries = [0]
+
+    class saved_tensors_hooks(real):
+        def __enter__(self):
+            def pack(t, _pack=self.pack_hook):
+                kept = _pack(t)
+                sinks = getattr(ctx.lib, "SAVES_SINKS", None)
+                if sinks:  # the grader measures saved bytes now: what autograd keeps is `kept`
+                    sinks[-1](t, kept)
+                return kept
+
+            _entry(pack)
+            if ctx.observe_saves:
+                entries[0] += 1
+                h = entries[0]
+                ctx.event("hooks", h=h)  # entered here: before which forwards (lesson 04)
+
+                def pack(t, _pack=pack, _h=h):
+                    try:
+                        s = t.untyped_storage()
+                        ptr, n = s.data_ptr(), s.nbytes()
+                    except (RuntimeError, NotImplementedError, TypeError):
+                        ptr = n = None  # no storage to name: nothing the contract counts
+                    if ptr is not None:
+                        ctx.event("saved", h=_h, p=ptr, n=n)
+                    return _pack(t)
+
+                # torch calls it, from the submission's own frame when the op that saves is a C
+                # builtin called there (`torch.mul(x, s)` inside the submission's hooks): an entry,
+                # as `HostReads.__torch_function__` is; only torch holds it
+                _entry(pack)
+
+            push(pack, self.unpack_hook)
+
+    _entry(saved_tensors_hooks.__enter__)  # the submission enters its hooks (`hooks` event)
+    saved_tensors_hooks.__module__ = real.__module__
+    saved_tensors_hooks.__qualname__ = real.__qualname__
+    saved_tensors_hooks.__doc__ = real.__doc__
+    graph_mod.saved_tensors_hooks = saved_tensors_hooks
+    return saved_tensors_hooks
+
+
+# The clocks a submission may time with: name -> (family, nanoseconds?). Reads of one family pair
+# up into windows; `_ns` reads keep their integer value so durations are rebuilt exactly.
+CLOCKS = {
+    "perf_counter": ("perf_counter", False),
+    "perf_counter_ns": ("perf_counter", True),
+    "monotonic": ("monotonic", False),
+    "monotonic_ns": ("monotonic", True),
+    "time": ("time", False),
+    "time_ns": ("time", True),
+}
+
+
+
+def _install_clocks(ctx):
+    """Wrap every clock of `CLOCKS` (and `timeit.default_timer`, which `import torch` bound to the
+    unwrapped perf_counter): each read the submission makes is a `timer` event carrying the value
+    returned, so the grader rebuilds every window's duration. A read a library makes for itself
+    (`_reads_for_itself`: a `logging` record's stamp) is not the submission's. During a
+    virtual-time probe the submission's reads return the simulated device's clock instead."""
+    import timeit
+
+    for name, (family, ns) in CLOCKS.items():
+        real = getattr(time, name)
+
+        def clock(_real=real, _family=family, _ns=ns):
+            # a library reading the clock for itself (logging's record stamps) is nobody's
+            mine = not _reads_for_itself(sys._getframe(1).f_code.co_filename) and _from_submission()
+            if mine and ctx.watch is not None:
+                ctx.watch.check("during a clock read")
+            stamped = mine and ctx.trace is not None
+            # the grader's recording of a stamped read runs none of the submission's code: no
+            # garbage collection (a finalizer of its garbage, a generator's `finally`) inside it,
+            # where its seconds would be taken for the grader's own (`g`, subtracted from windows)
+            gc_was = stamped and _gc_isenabled()
+            if gc_was:
+                _gc_disable()
+            try:
+                # `c`: the grader's cost clock where the value is read, after the grader's own
+                # check: what the window's work is compared with (`call` events)
+                c = ctx.cost_clock() if stamped else None
+                if mine and ctx.virtual_now is not None:
+                    secs = float(ctx.virtual_now())
+                    value = int(round(secs * 1e9)) if _ns else secs
+                else:
+                    value = _real()
+                if c is not None:
+                    # `g`: the grader's own seconds spent recording so far (`Ctx.overhead`)
+                    if _ns:
+                        ctx.event("timer", clock=_family, v=value / 1e9, ns=value, c=c, g=ctx.overhead)
+                    else:
+                        ctx.event("timer", clock=_family, v=value, c=c, g=ctx.overhead)
+                    ctx.overhead += ctx.cost_clock() - c
+            finally:
+                if gc_was:
+                    _gc_enable()
+            return value
+
+        clock.__name__ = name
+        _entry(clock)
+        setattr(time, name, clock)
+    timeit.default_timer = time.perf_counter
+
+
+def _install_empty_cache(ctx, torch):
+    """Count the submission's `torch.cuda.empty_cache()` calls (an `empty_cache` event in the active
+    trace), on CPU too, where the real one does nothing: calling it to "fix" memory is a mistake on
+    any device. Calls from torch itself or the grader are not counted."""
+    import torch.cuda.memory as cuda_memory
+
+    real = cuda_memory.empty_cache
+
+    def empty_cache():
+        if _from_submission_past_torch():
+            ctx.tick("empty_cache")
+            ctx.event("empty_cache")
+        return real()
+
+    _entry(empty_cache)
+    empty_cache.__wrapped__ = real
+    empty_cache.__doc__ = real.__doc__
+    torch.cuda.empty_cache = cuda_memory.empty_cache = empty_cache
+    return empty_cache
+
+
+# What a thread the submission starts means: torch keeps its modes and saved-tensors hooks per
+# thread, and so the grader's instruments made of them (the read-back counter, the bytes a forward
+# keeps, the saved-bytes hooks) see only the thread that called the submission.
+THREAD_FINDING = {
+    "code": "threads",
+    "what": "thread started",
+    "zh": "评分期间启动了线程：评分器的测量工具（和 torch 的 mode、saved-tensors hooks 一样）只看得到"
+          "调用你的那个线程，别的线程里做的事不会被测量；请在调用你的线程上完成（见 README 的接口说明）",
+    "en": "starts a thread while being graded: the grader's instruments (like torch's modes and "
+          "saved-tensors hooks) see only the thread that called you, so work done in another thread "
+          "goes unmeasured; do it on the calling thread (see the contract in README.md)",
+}
+
+
+def _install_threads(ctx):
+    """A thread started on the submission's behalf (`attributed`: `threading.Thread.start`, a
+    `concurrent.futures` pool's `submit`, `_thread.start_new_thread`) is a runtime finding of the
+    audit, sent at once as `integrity.thread.<line>` (once per line): the integrity criterion fails,
+    naming the line. Threads torch starts for itself are nobody's. Returns the watched entries."""
+    import _thread
+    import threading
+
+    watched, lines = {}, set()
+    for mod, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+                      (threading, "_start_new_thread"), (threading, "_start_joinable_thread")):
+        real = getattr(mod, name, None)
+        if real is None:
+            continue
+
+        def start(*args, _real=real, **kwargs):
+            f = attributed(sys._getframe(1))
+            if f is not None and f.f_lineno not in lines:
+                lines.add(f.f_lineno)
+                ctx._channel.record("metric", f"integrity.thread.{f.f_lineno}",
+                                    dict(THREAD_FINDING, line=f.f_lineno, col=0))
+            return _real(*args, **kwargs)
+
+        _entry(start)
+        start.__name__ = start.__qualname__ = name
+        start.__doc__ = real.__doc__
+        setattr(mod, name, start)
+        watched[f"{mod.__name__}.{name}"] = (lambda m=mod, n=name: getattr(m, n), start)
+    return watched
+
+
+def _install_cuda_events(ctx, torch):
+    """On CUDA, `torch.cuda.Event(enable_timing=True)` is a clock too: `record()` is a read of the
+    device's own clock (no host sync needed), `elapsed_time()` gives the window's duration."""
+    if not torch.cuda.is_available():
+        return
+    base = torch.cuda.Event
+    counter = [0]
+
+    class Event(base):
+        def record(self, stream=None):
+            if _from_submission():
+                counter[0] += 1
+                self._grade_id = counter[0]
+                ctx.event("timer", clock="cuda_event", id=counter[0], c=ctx.cost_clock())
+            return super().record(stream)
+
+        def elapsed_time(self, end_event):
+            ms = super().elapsed_time(end_event)
+            a, b = getattr(self, "_grade_id", None), getattr(end_event, "_grade_id", None)
+            if a is not None and b is not None:
+                ctx.event("elapsed", a=a, b=b, v=ms / 1e3)
+            return ms
+
+    _entry(Event.record)
+    _entry(Event.elapsed_time)
+    Event.__name__ = Event.__qualname__ = "Event"
+    torch.cuda.Event = Event
+
+
+
+def _profiler_without_inductor(torch):
+    """Every profiler start asks `hasattr(torch, "_inductor")` (torch/profiler/profiler.py,
+    `prepare_trace`) only to read inductor's cudagraphs switch, which is off unless inductor is
+    loaded; torch's lazy module `__getattr__` answers by importing inductor and with it dynamo
+    (~0.8 s of a cold grading of lessons 02 and 06). Asked from that frame while inductor is not
+    loaded, the answer is "no attribute": what it would be if torch did not import on `hasattr`.
+    Every other lookup goes to torch's own `__getattr__`; once inductor is imported (by
+    `torch.compile`, or by anyone) the attribute is in the module and this is never asked."""
+    lazy = torch.__dict__.get("__getattr__")
+    prepare = getattr(getattr(torch.profiler.profiler, "_KinetoProfile", None), "prepare_trace", None)
+    if lazy is None or prepare is None:
+        return
+    asker = prepare.__code__
+
+    def __getattr__(name):
+        if name == "_inductor" and sys._getframe(1).f_code is asker:
+            raise AttributeError(name)
+        return lazy(name)
+
+    torch.__getattr__ = __getattr__
