@@ -142,7 +142,11 @@ pub fn spec_digest(course: &Course, exercise: &str) -> Vec<u8> {
         ("audit.py", crate::runner::AUDIT_PY),
         ("policy.py", crate::runner::POLICY_PY),
     ];
-    for (name, text) in modules.iter().chain(&policy).chain(&crate::runner::LIB_FILES) {
+    for (name, text) in modules
+        .iter()
+        .chain(&policy)
+        .chain(&crate::runner::LIB_FILES)
+    {
         h.update(name.as_bytes());
         h.update(text.as_bytes());
     }
