@@ -41,6 +41,49 @@ _module_hooks = tuple(
 
 _THREADS_ITEM = "torch's thread count changed (torch.set_num_threads)"
 
+_C = torch._C
+_set_mkldnn = _C._set_mkldnn_enabled
+_use_deterministic, _deterministic_warn = torch.use_deterministic_algorithms, torch.is_deterministic_algorithms_warn_only_enabled
+_matmul_precision, _set_matmul_precision = torch.get_float32_matmul_precision, torch.set_float32_matmul_precision
+_set_flush_denormal = torch.set_flush_denormal
+_DENORMAL = torch.tensor([1e-40], dtype=torch.float32)  # a float32 denormal: 0 when flushed
+
+
+def _flushing():
+    return bool((_DENORMAL * 1.0)[0] == 0)
+
+
+def _cuda_switches():
+    if not torch.cuda.is_available():
+        return ()
+    return (
+        ("autocast cuda", lambda: _autocast_on("cuda"), lambda v: _set_autocast("cuda", v)),
+        ("cudnn", lambda: (_C._get_cudnn_enabled(), _C._get_cudnn_benchmark(), _C._get_cudnn_deterministic(),
+                           _C._get_cudnn_allow_tf32()),
+         lambda v: (_C._set_cudnn_enabled(v[0]), _C._set_cudnn_benchmark(v[1]), _C._set_cudnn_deterministic(v[2]),
+                    _C._set_cudnn_allow_tf32(v[3]))),
+    )
+
+
+# What decides how a step runs besides its code: (name, read, set). A call the grader hands over
+# runs in the values these had when grade_lib was loaded (`sealed`), whatever the submission set
+# around the call (red team 10: anomaly mode on around the first step of each window, its time
+# booked as the step's; bf16 autocast, mkldnn off, deterministic kernels, flushed denormals or
+# another matmul precision around the timed windows only: another workload timed than the one
+# graded); what it set is put back after.
+_SWITCHES = (
+    ("grad", _grad_enabled, _set_grad_enabled),
+    ("anomaly", lambda: (_anomaly(), _anomaly_nan()), lambda v: _set_anomaly(*v)),
+    ("autocast cpu", lambda: _autocast_on("cpu"), lambda v: _set_autocast("cpu", v)),
+    ("default dtype", _default_dtype, _set_default_dtype),
+    ("deterministic", lambda: (_deterministic(), _deterministic_warn()),
+     lambda v: _use_deterministic(v[0], warn_only=v[1])),
+    ("mkldnn", _mkldnn_on, _set_mkldnn),
+    ("matmul precision", _matmul_precision, _set_matmul_precision),
+    ("flush denormal", _flushing, _set_flush_denormal),
+) + _cuda_switches()
+_SWITCHES_BASE = tuple(read() for _, read, _ in _SWITCHES)  # when grade_lib is loaded
+
 
 def _state_reads():
     """(what, value now, how to put the baseline's value back or None) of every item."""
@@ -116,8 +159,10 @@ class sealed:
     switched on from inside the first step, a garbage cycle whose finalizer fires in it). While it
     runs, what the submission set up around the call is set aside, not forbidden (it may profile
     or time the call): saved-tensors hooks (the grader's identity pair on top, so the submission's
-    below are never called), global module hooks, a tensor subclass's `__torch_function__`, and
-    the garbage collector (off: no finalizer of the submission's runs). Modes on torch's stacks
+    below are never called), global module hooks, a tensor subclass's `__torch_function__`, the
+    garbage collector (off: no finalizer of the submission's runs), and torch's switches
+    (`_SWITCHES`: grad and anomaly mode, autocast, kernels, precision: the body runs in theirs
+    from before the submission existed). Modes on torch's stacks
     are the grader's own (the read-back counter) or left behind (`leftover_state`).
 
     A hook set up around the call is also named to the integrity gate (`ctx.tamper`): nothing a
@@ -125,7 +170,7 @@ class sealed:
     attempt, whether or not it was kept out. So is another intra-op thread count: the body runs
     on the graded one (put back for it), and a step timed on another is not the step graded."""
 
-    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_saved", "_subclass", "_threads")
+    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_saved", "_subclass", "_switches", "_threads")
 
     def __init__(self, ctx, lease=None):
         self._ctx = ctx
@@ -160,6 +205,14 @@ class sealed:
             _set_threads(graded)
             self._ctx.tamper(f"torch.set_num_threads({self._threads}) around a call the grader handed over, "
                              f"graded on {graded} thread(s) (the step timed would not be the step graded)")
+        # ... and in torch's other switches as they were before the submission existed
+        # (`_SWITCHES`): what it set around the call is set aside while the body runs
+        self._switches = []
+        for (_, read, write), graded in zip(_SWITCHES, _SWITCHES_BASE):
+            now = read()
+            if now != graded:
+                write(graded)
+                self._switches.append((write, now))
         self._hooks = [(d, dict(d)) for d in _module_hooks if d]
         for d, _ in self._hooks:
             d.clear()
@@ -178,6 +231,8 @@ class sealed:
                 d.update(kept)
             if _get_threads() != self._threads:
                 _set_threads(self._threads)
+            for write, value in reversed(self._switches):
+                write(value)
             if self._gc:
                 _gc_enable()
         return False
