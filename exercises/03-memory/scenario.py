@@ -407,9 +407,8 @@ class Setup:
 
     def dropped_bytes(self, call, b, t, optimizer):
         """(grad bytes, optimizer-state bytes) that row's draws take off the parameters' bytes: the
-        dropped parameter has no gradient (its state was made before the step: `optimizer`'s
-        `primed`), the one left out of the optimizer and the one held during the step have no
-        state."""
+        dropped parameter has neither, the one left out of the optimizer and the one held during
+        the step have no state."""
         k, out, held = self.dropped(call, b, t), self.left_out(call, b, t), self.held(call, b, t)
         if k is None:
             return 0, 0
@@ -418,7 +417,7 @@ class Setup:
             n = 4 * self.param_numels[i]
             return 2 * n + 4 if optimizer == "adam" else n
 
-        return 4 * self.param_numels[k], state(out) + state(held)
+        return 4 * self.param_numels[k], state(k) + state(out) + state(held)
 
     def hold(self, opt, model, call, b, t):
         """Registers `_holding` for the row's held parameter on `opt`, an optimizer over
@@ -456,27 +455,13 @@ class Setup:
         targets = torch.randint(0, v, (b, t), generator=gen)
         return _lm_batch(idx.to(self.device), targets.to(self.device))
 
-    def optimizer(self, name, model, left_out=None, primed=None):
-        """A fresh optimizer over `model`'s parameters, but the one at index `left_out`; with
-        `primed`, that parameter's state already made (as an earlier step would have: zeros), so
-        it has state although this step gives it no gradient and leaves it as it is (red team 10:
-        "the parameters the step changed have state, the others none" was a closed form of the
-        draws; it is not one of these)."""
+    def optimizer(self, name, model, left_out=None):
+        """A fresh optimizer over `model`'s parameters, but the one at index `left_out`."""
         p = self.ctx.params
         params = [q for i, q in enumerate(model.parameters()) if i != left_out]
         if name == "adam":
-            opt = _Adam(params, lr=float(p["lr"]))
-        else:
-            opt = _SGD(params, lr=float(p["lr"]), momentum=float(p["momentum"]))
-        if primed is not None and primed != left_out:
-            q = list(model.parameters())[primed]
-            with torch.no_grad():
-                if name == "adam":
-                    opt.state[q] = {"step": torch.tensor(1.0), "exp_avg": torch.zeros_like(q),
-                                    "exp_avg_sq": torch.zeros_like(q)}
-                else:
-                    opt.state[q] = {"momentum_buffer": torch.zeros_like(q)}
-        return opt
+            return _Adam(params, lr=float(p["lr"]))
+        return _SGD(params, lr=float(p["lr"]), momentum=float(p["momentum"]))
 
     def sweep_batch(self, b, t):
         """The batch of grid point (b, t): a function of the seed and the point only, so the grader
@@ -514,7 +499,7 @@ def _grader_ledger(setup, name, batch, call):
     model.load_state_dict(setup.weights, strict=True)
     model = _drop_hooks(_pad_blocks(model.to(setup.device).train()))
     b, t = (int(n) for n in batch["idx"].shape)
-    opt = setup.optimizer(name, model, setup.left_out(call, b, t), setup.dropped(call, b, t))
+    opt = setup.optimizer(name, model, setup.left_out(call, b, t))
     setup.hold(opt, model, call, b, t)
     opt.register_step_post_hook(_put_back)
     cuda = setup.device.type == "cuda"
@@ -598,7 +583,7 @@ class Lesson:
             batch = self.batch
         b, t = (int(n) for n in batch["idx"].shape)
         call = obs.call if isinstance(obs, Watched) else None
-        opt = self.setup.optimizer(name, model, self.setup.left_out(call, b, t), self.setup.dropped(call, b, t))
+        opt = self.setup.optimizer(name, model, self.setup.left_out(call, b, t))
         # every step of the handed-over optimizer is seen where it happens (red team 5): a row's
         # step is whole only with its optimizer's step after the loss's backward (`whole_steps`)
         self.setup.hold(opt, model, call, b, t)

@@ -253,6 +253,14 @@ def _outputs(out):
     return [(t.detach().clone(), _StorageWeakRef(t.untyped_storage())) for t in items if isinstance(t, _Tensor)]
 
 
+def _widened(a, b):
+    """Is a cast from float dtype `a` to `b` a widening one (every value of `a` exactly in `b`, and
+    `b` has more bits): bf16 or fp16 logits made float32 after the graph."""
+    if a == b or not (a.is_floating_point and b.is_floating_point):
+        return False
+    return torch.finfo(a).bits < torch.finfo(b).bits and torch.finfo(a).max <= torch.finfo(b).max
+
+
 def _is_memory(got, ref):
     """Is `got` a tensor of the memory `ref` (a graph output's storage, still alive) names?"""
     try:
@@ -409,15 +417,16 @@ def _served(runs, need, got, matmuls_due):
     served = False
     if isinstance(got, torch.Tensor) and type(got) in (_Tensor, _Parameter):
         with _DisableTorchFunction():
-            # the graph's own output (a view of its memory), equal to the bit; a cast after the
-            # graph (`logits.float()` of bf16) keeps them its own (red team 7: eager logits equal
-            # to a decoy graph's, run on the same idx, were "served")
+            # the graph's own output (a view of its memory), equal to the bit; a widening cast
+            # after the graph (`logits.float()` of bf16) keeps them its own, a narrowing one does
+            # not (red team 7: eager logits equal to a decoy graph's, run on the same idx, were
+            # "served"; red team 11: the decoy's float64 copy of them, cast back)
             hits = [
                 (r, i)
                 for r in model
                 for i, (o, mem) in enumerate(r["outs"])
                 if o.shape == got.shape and o.device == got.device and _equal(o.to(got.dtype), got)
-                and (o.dtype != got.dtype or _is_memory(got, mem))
+                and (_is_memory(got, mem) or _widened(o.dtype, got.dtype))
             ]
         served = bool(hits)
         if model and not hits:

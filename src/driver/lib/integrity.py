@@ -17,6 +17,7 @@ import torch
 _autograd_c = torch._C._autograd
 _function_len = torch._C._len_torch_function_stack
 _function_pop = torch._C._pop_torch_function_stack
+_function_push = torch._C._push_on_torch_function_stack
 _dispatch_len = torch._C._len_torch_dispatch_stack
 _dispatch_pop = torch._C._pop_torch_dispatch_stack
 _top_saved_hooks = _autograd_c._top_saved_tensors_default_hooks
@@ -83,6 +84,7 @@ _SWITCHES = (
     ("flush denormal", _flushing, _set_flush_denormal),
 ) + _cuda_switches()
 _SWITCHES_BASE = tuple(read() for _, read, _ in _SWITCHES)  # when grade_lib is loaded
+_FUNCTION_BASE = _function_len()  # TorchFunctionModes on the stack then (none: the grader's come later)
 
 
 def _state_reads():
@@ -160,9 +162,9 @@ class sealed:
     runs, what the submission set up around the call is set aside, not forbidden (it may profile
     or time the call): saved-tensors hooks (the grader's identity pair on top, so the submission's
     below are never called), global module hooks, a tensor subclass's `__torch_function__`, the
-    garbage collector (off: no finalizer of the submission's runs), and torch's switches
-    (`_SWITCHES`: grad and anomaly mode, autocast, kernels, precision: the body runs in theirs
-    from before the submission existed). Modes on torch's stacks
+    garbage collector (off: no finalizer of the submission's runs), TorchFunctionModes on the
+    stack, and torch's switches (`_SWITCHES`: grad and anomaly mode, autocast, kernels, precision:
+    the body runs in theirs from before the submission existed). Modes on torch's stacks
     are the grader's own (the read-back counter) or left behind (`leftover_state`).
 
     A hook set up around the call is also named to the integrity gate (`ctx.tamper`): nothing a
@@ -170,7 +172,7 @@ class sealed:
     attempt, whether or not it was kept out. So is another intra-op thread count: the body runs
     on the graded one (put back for it), and a step timed on another is not the step graded."""
 
-    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_saved", "_subclass", "_switches", "_threads")
+    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_modes", "_saved", "_subclass", "_switches", "_threads")
 
     def __init__(self, ctx, lease=None):
         self._ctx = ctx
@@ -216,6 +218,11 @@ class sealed:
         self._hooks = [(d, dict(d)) for d in _module_hooks if d]
         for d, _ in self._hooks:
             d.clear()
+        # TorchFunctionModes the submission pushed around the call (`with torch.device(...)`, a
+        # mode of its own: each one a Python call in every torch call of the body; red team 11:
+        # sixteen nested device contexts around the eager calls only, their time booked as the
+        # step's): set aside while the body runs, pushed back after
+        self._modes = [_function_pop() for _ in range(max(0, _function_len() - _FUNCTION_BASE))]
         self._saved = _saved_hooks(_same, _same)
         self._saved.__enter__()
         self._subclass = _no_subclass()
@@ -233,6 +240,8 @@ class sealed:
                 _set_threads(self._threads)
             for write, value in reversed(self._switches):
                 write(value)
+            for mode in reversed(self._modes):
+                _function_push(mode)
             if self._gc:
                 _gc_enable()
         return False
