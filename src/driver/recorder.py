@@ -7,6 +7,7 @@ leaves the process the moment it is made, through one gate: `_forged`), `Ctx` (w
 gets: metrics, events, traces, tensors, probes, ticks and tallies), `_Watch` (the instruments and
 the grader's modules verified at every probe boundary and instrument call) and `_Probe`.
 """
+import gc
 import json
 import os
 import threading
@@ -40,6 +41,7 @@ def _run_queue_s():
 
 
 _process_time, _thread_time = time.process_time, time.thread_time
+_gc_get_threshold, _gc_set_threshold = gc.get_threshold, gc.set_threshold
 
 
 def _cost_clock():
@@ -355,12 +357,27 @@ class _Watch:
 
 
 class _Probe:
+    """One probe: its start and end sent, its failure kept to itself (the next probe still runs).
+
+    Python's automatic garbage collection is off while a probe runs, as `timeit` turns it off
+    while it times: a collection falls wherever an allocation crosses a threshold — most often
+    one of the grader's own (a recorded stamp) — and a young-generation pass after the grader's
+    setup lasts milliseconds, a full one 50–150 ms once inductor is loaded; inside a window, that
+    pause would be charged to the submission's own time (05-compile's `real_calls_match_windows`
+    failed a careful timer so in CI) or to the step it interrupted. Memory then does not depend
+    on where a collection fell either. A `gc.collect()` the submission calls still runs (and is
+    its own time); collection resumes, as it was, when the probe ends. Off by a zero threshold
+    (Python's documented switch), not `gc.disable()`: `gc.isenabled()` stays what the integrity
+    gate checks, so a `gc.disable()` the submission leaves behind is still named."""
+
     def __init__(self, ctx, name):
         self.ctx, self.name = ctx, name
 
     def __enter__(self):
         if self.ctx.watch is not None:
             self.ctx.watch.check(f"before probe {self.name}")
+        self.gc_threshold = _gc_get_threshold()
+        _gc_set_threshold(0)
         self.start = _perf_counter()
         self.channel0 = self.ctx._channel.spent
         self.ctx.current_probe = self.name
@@ -375,6 +392,7 @@ class _Probe:
             "name": self.name, "start_s": self.start - _T0, "seconds": rec["seconds"],
             "channel_s": self.ctx._channel.spent - self.channel0,
         })
+        _gc_set_threshold(*self.gc_threshold)
         if self.ctx.watch is not None:
             self.ctx.watch.check(f"after probe {self.name}")
         self.ctx.trace = None
