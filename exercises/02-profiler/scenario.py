@@ -71,6 +71,7 @@ from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
 from hashlib import blake2b as _blake2b
 from types import SimpleNamespace as _Namespace
 
+import numpy as _np
 import torch
 import torch.autograd.profiler as _autograd_profiler
 import torch.autograd.profiler_util as _profiler_util
@@ -336,6 +337,7 @@ class ProfilerWatch:
 WATCH = ProfilerWatch()  # installed now: the scenario is loaded before the submission
 
 _Tensor = torch.Tensor
+_np_bool = _np.bool_
 _no_subclass = torch._C.DisableTorchFunctionSubclass  # bound before the submission is imported
 
 
@@ -417,6 +419,9 @@ _METADATA = frozenset((
     "__len__", "stride", "storage_offset", "is_contiguous", "requires_grad", "is_cuda", "is_cpu",
     "element_size", "is_floating_point", "is_complex", "names", "nbytes", "itemsize", "grad_fn",
     "is_leaf", "__hash__",
+    # where the values are, not what they are (red team 12: `data_ptr()` and `is_same_size` of
+    # each output were "reads" of outputs never compared)
+    "data_ptr", "is_same_size", "get_device", "is_pinned", "is_shared",
 ))
 
 # calls that hand back the output's values unread (a view, a copy, a cast): their result is
@@ -590,12 +595,18 @@ def number(v, *, integral=False, what="value"):
 
 
 def boolean(v):
-    """`True`/`False` from a bool, a numpy bool or a one-element tensor; None otherwise."""
-    if hasattr(v, "item") and getattr(v, "numel", lambda: 1)() == 1:
-        v = v.item()
-    if type(v).__name__ == "bool_":
+    """`True`/`False` from a bool, a numpy bool or a one-element plain tensor; None otherwise. Only
+    those exact types: reading the answer runs none of the submission's code (red team 12: an
+    object of its own whose `.item()` ran after verify() returned, calling a kept step to learn
+    the truth)."""
+    if type(v) is bool:
+        return v
+    if type(v) is _np_bool:
         return bool(v)
-    return v if isinstance(v, bool) else None
+    if type(v) in (_Tensor, Output) and v.numel() == 1 and v.dtype == torch.bool:
+        with _no_subclass():
+            return bool(v.item())
+    return None
 
 
 # The probes use these helpers through default arguments bound when this module was loaded
@@ -884,19 +895,27 @@ class Lesson:
 
         wrong_at = random.Random(f"{_SECRET}/verify/wrong_at")
 
-        def off(n, by):
-            """`n` ops, then one element moved `by` (0.0: the right output; 1.0: a wrong one), at a
-            place drawn per step call from the process's secret: only a comparison of the whole
-            outputs tells (red team 7: element [0, 0] alone, or one row, compared). Right and wrong
-            outputs are made by the very same ops with W itself, so neither the ops a profile
-            records, the strides (red team 4) nor the graph (red team 8: a `CopySlices` node, the
-            in-place add's rows) tell them apart: only the values do."""
+        def off(n, wrong):
+            """`n` ops, then (`wrong`) one element moved by 0.5 towards zero's other side, at a
+            place drawn per verify call from the process's secret: only a comparison of the whole
+            outputs with the baseline's tells (red team 7: element [0, 0] alone, or one row,
+            compared). The place is a mask made before the call (red team 12 read an index put's
+            arguments from a `record_shapes` profile) and the same in every step of the call (the
+            candidate's two outputs for one input agree: red team 12 told a wrong candidate by a
+            place drawn afresh per step); the moved value stays inside tanh's (-1, 1) (a range
+            check tells nothing). Right and wrong outputs are made by the very same ops with W
+            itself (a zero mask for the right one), so neither the ops a profile records, the
+            strides (red team 4) nor the graph (red team 8: a `CopySlices` node, the in-place
+            add's rows) tell them apart: only the values do."""
             right = repeat(n)
+            mask = torch.zeros(rows, dim, device=self.device)
+            if wrong:
+                mask[wrong_at.randrange(rows), wrong_at.randrange(dim)] = 1.0
 
             def body(x, acc):
                 y = right(x, acc)
-                if y.dim() == 2 and y.numel():  # (an input of the submission's own may be any shape)
-                    y[wrong_at.randrange(y.shape[0]), wrong_at.randrange(y.shape[1])] += by
+                if y.shape == mask.shape:  # (an input of the submission's own may be any shape)
+                    y = y + mask * (0.5 - (y > 0).to(y.dtype))
                 return y
 
             return body
@@ -904,15 +923,17 @@ class Lesson:
         # each body with the calls of the op it makes: a recording holds a call's work when it
         # holds that many calls of the op inside the call's window
         calls = {"fast": 1, "slow": work * work}  # ¼ of the baseline's work, or 4×
-        baseline = (off(work, 0.0), work)
+        baseline = (off(work, False), work)
 
         for n, (speed, right) in enumerate(_draw(), 1):  # drawn per grading (`candidate_draw`)
             cand = f"call{n}"
-            body = off(calls[speed], 0.0 if right else 1.0)
+            body = off(calls[speed], not right)
             ids = itertools.count()  # step ids, shared by both steps of this verify call
             make_input, made = inputs()
 
-            def wrap(role, body, ids=ids, make_input=make_input, made=made):
+            lease = ctx.lib.Lease("baseline_step()/candidate_step()", "verify()")
+
+            def wrap(role, body, ids=ids, make_input=make_input, made=made, lease=lease):
                 body, need = body
 
                 def step(x):
@@ -926,6 +947,12 @@ class Lesson:
                     return _outputs.hand(out, k, role)
 
                 def run(x):
+                    # a tensor, nothing else: an object of the submission's own would run its
+                    # code inside the step (red team 12: a stand-in whose `__matmul__` was handed
+                    # the secret weight); an output handed back in is the grader's own subclass
+                    if type(x) is not _Tensor and type(x) is not Output:
+                        raise TypeError(f"{role}_step(x): x must be a tensor make_input() returned, "
+                                        f"not {type(x).__name__}")
                     k = next(ids)
                     t0 = _now()
                     active = bool(_enabled())
@@ -942,7 +969,7 @@ class Lesson:
                     ctx.event("step", id=k, variant=role, fp={"x": fp}, active=active)
                     acc = []
                     # no graph: an output's grad_fn would name the ops that made it
-                    with _sealed(ctx), _no_grad():  # none of the submission's code runs inside
+                    with _sealed(ctx, lease), _no_grad():  # none of the submission's code runs inside
                         out = body(x, acc)
                     t1 = _now()
                     if cuda:
@@ -967,13 +994,18 @@ class Lesson:
             _watch.begin()
             _outputs.begin(ctx)
             try:
-                result = fn(op, baseline_step, candidate_step)
+                # the steps work while this call runs (`lib.Lease`): kept and called later, when
+                # nothing records them, they do nothing and the integrity gate names it
+                with lease:
+                    result = fn(op, baseline_step, candidate_step)
             finally:
                 _outputs.end()
                 ctx.trace = None
                 _watch.end()
                 ctx.traces[f"verify.{cand}"] = trace
-            if not isinstance(result, dict):
+            # a dict, not a subclass: its `get` is dict's own (red team 12: a `get()` of the
+            # submission's ran after the call, with the steps it kept)
+            if type(result) is not dict:
                 raise ProbeFailed(f"verify() must return a dict; got {type(result).__name__}")
             for key in ("baseline_us", "candidate_us"):
                 ctx.metric(f"verify.{cand}.{key}", _number(result.get(key), what=key))

@@ -6,7 +6,8 @@
 //! submission lists is one of the grader's and its fields agree within their relative tolerance
 //! (0 = exactly): a name the grader's list lacks has nothing to agree with, and an empty list
 //! shows no field at all, so neither passes (issue 38: a figure is believed only when the grader
-//! saw it, not because nothing contradicts it). A failure shows the two lists side by side.
+//! saw it, not because nothing contradicts it). A name listed twice fails either mode (one row per
+//! op: red team 12). A failure shows the two lists side by side.
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::Event;
@@ -125,6 +126,19 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
     };
     let mut bad_zh: Vec<String> = Vec::new();
     let mut bad_en: Vec<String> = Vec::new();
+    // a ranking names each op once (key_averages() has one row per name): the same row listed
+    // k times is no k ops found (red team 12: the bottleneck listed three times as a top 3)
+    if let Some(twice) = actual
+        .iter()
+        .enumerate()
+        .find(|(i, a)| actual[..*i].iter().any(|b| b.name == a.name))
+        .map(|(_, a)| a.name.as_str())
+    {
+        bad_zh.push(format!("{twice} 被列出了不止一次：排名里每个算子只出现一次"));
+        bad_en.push(format!(
+            "{twice} is listed more than once: a ranking names each op once"
+        ));
+    }
     let measured;
     match spec.min_overlap {
         None => {
