@@ -183,6 +183,12 @@ class Lesson:
         model.zero_grad(set_to_none=True)
         _, nbytes = self.saved_bytes(model, lambda: model(self.batch["idx"], self.batch["targets"]))
         ctx.metric("numerics.plain.activation_bytes", nbytes)
+        # ... and what its results keep alive: the yardstick "on" must halve (not the submission's
+        # "off", which memory of its own kept alive can inflate: red team 13)
+        _, kept = ctx.lib.kept_bytes(
+            model, lambda: model(self.batch["idx"], self.batch["targets"]), ctx.lib.param_storages(model)
+        )
+        ctx.metric("numerics.plain.kept_bytes", kept)
         del model
         for variant, flag in VARIANTS:
             model = self.model()

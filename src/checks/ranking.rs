@@ -134,7 +134,9 @@ pub fn evaluate(spec: &RankingSpec, env: &Env) -> Outcome {
         .find(|(i, a)| actual[..*i].iter().any(|b| b.name == a.name))
         .map(|(_, a)| a.name.as_str())
     {
-        bad_zh.push(format!("{twice} 被列出了不止一次：排名里每个算子只出现一次"));
+        bad_zh.push(format!(
+            "{twice} 被列出了不止一次：排名里每个算子只出现一次"
+        ));
         bad_en.push(format!(
             "{twice} is listed more than once: a ranking names each op once"
         ));

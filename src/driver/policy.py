@@ -501,7 +501,19 @@ def _getitem_(obj, key):
     return obj[key]
 
 
+def _dunder(name):
+    return isinstance(name, str) and len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
 def _apply_(f, *args, **kwargs):
+    # keyword names are written as code: a dunder one (`SimpleNamespace(**{"__array_interface__":
+    # ...})`) gives an object the interpreter's or numpy's machinery, as a class body would
+    # (red team 13: numpy read a storage's address through it)
+    bad = next((k for k in kwargs if _dunder(k)), None)
+    if bad is not None:
+        refuse(bad, f"关键字参数名 `{bad}` 不属于课程的 Python（双下划线名字是解释器的协议）",
+                     f"the keyword argument `{bad}` is not part of the course's Python (double-underscore names "
+                     "are the interpreter's protocol)")
     return f(*args, **kwargs)
 
 
@@ -1009,7 +1021,13 @@ class CoursePolicy(RestrictingNodeTransformer):
         return node
 
     def visit_Call(self, node):
-        """Star-args calls go through `_apply_` (exec/eval are refused as names: visit_Name)."""
+        """Star-args calls go through `_apply_` (exec/eval are refused as names: visit_Name); a
+        keyword argument may not be named like the interpreter's protocol (`__array_interface__=`
+        made numpy read a storage's raw address: red team 13)."""
+        for k in node.keywords:
+            if _dunder(k.arg):
+                self.flag(k, k.arg, "双下划线名字的关键字参数不属于课程的 Python",
+                          "a keyword argument with a double-underscore name is not part of the course's Python")
         wrap = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
         node = self.node_contents_visit(node)
         if wrap:

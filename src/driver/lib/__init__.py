@@ -38,13 +38,13 @@ from .reads import (DISPATCH, FACTORIES, READBACKS, HostReads, _Alive, _Unseen, 
                     step_marks)
 from .reported import NotANumber, number
 from .simdevice import TICK, SimDevice, ticks
-from .steps import ObservedTinyGPT, StepObserver, label, observed_model
+from .steps import _LAYER_FORWARD, ObservedTinyGPT, StepObserver, label, observed_model
 
 # What torch or the submission may call directly (driver.py's `_forged`): the observed model's
 # forward (the submission calls `model(...)`, or `model.forward(...)`), a simulated device's
 # `sync` (handed over as `sync=`), the read-back modes (torch calls them from the submission's
 # own frames) and the wrapped `torch.frombuffer`.
-ENTRY_POINTS = (ObservedTinyGPT.forward, SimDevice.sync, HostReads.__torch_function__,
+ENTRY_POINTS = (ObservedTinyGPT.forward, _LAYER_FORWARD, SimDevice.sync, HostReads.__torch_function__,
                 HostReads._frombuffer, _Unseen.__torch_dispatch__, _frombuffer_watched,
                 _engine_run_watched, _storage_from_file_watched, _from_numpy_watched, _Alive.__call__)
-del _Alive, _Unseen, _engine_run_watched, _frombuffer_watched, _from_numpy_watched, _storage_from_file_watched
+del _LAYER_FORWARD, _Alive, _Unseen, _engine_run_watched, _frombuffer_watched, _from_numpy_watched, _storage_from_file_watched

@@ -107,13 +107,21 @@ _HOST = {}
 _CONST = {}
 
 
+_PRUNE_AT = {}  # id(table) -> the size at which `_note` next drops its dead entries
+
+
 def _note(table, t):
+    """Note `t`'s storage in `table`. Dead entries are dropped when the table has doubled since
+    they last were, so a note costs the same however many live entries the submission keeps
+    (red team 13: 12 000 constants kept alive made every note scan them all, 4 ms, charged to
+    the baseline's timed calls, which make a constant per step)."""
     s = _storage(t)
     if s is None:
         return
-    if len(table) > 4096:
+    if len(table) > _PRUNE_AT.get(id(table), 4096):
         for k in [k for k, r in table.items() if r.expired()]:
             del table[k]
+        _PRUNE_AT[id(table)] = max(4096, 2 * len(table))
     table[s._cdata] = _StorageWeakRef(s)
 
 
@@ -150,6 +158,53 @@ def _crosses(func, args):
         return None
     if _DYNAMIC_SHAPE in tags:
         return name, 8
+    return None
+
+
+# What a torch function is handed that runs no code of anyone's: tensors, Python's plain values,
+# torch's own descriptors, containers (looked into by `_own_object`)
+_INERT = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis), torch.dtype,
+          torch.device, torch.Size, torch.layout, torch.memory_format)
+_OWN_TYPES = {}  # type -> whether a protocol method of it was written in the watched files
+# what torch never calls on an object it is handed (making or setting up one)
+_NOT_CALLED = frozenset(("__init__", "__post_init__", "__new__", "__init_subclass__", "__class_getitem__",
+                         "__set_name__", "__del__"))
+
+
+def _own_class(klass, files):
+    """Does `klass` define a protocol method (`__lt__`, `__float__`, `__index__`, `__len__`,
+    `__getitem__`, …: what torch calls on an argument implicitly) written in `files`?"""
+    known = _OWN_TYPES.get(klass)
+    if known is None:
+        known = False
+        for k in klass.__mro__:
+            for name, v in vars(k).items():
+                if not (name.startswith("__") and name.endswith("__")) or name in _NOT_CALLED:
+                    continue
+                for f in (v, getattr(v, "__func__", None), getattr(v, "func", None), getattr(v, "fget", None)):
+                    code = getattr(f, "__code__", None)
+                    if code is not None and _os.path.abspath(code.co_filename) in files:
+                        known = True
+        _OWN_TYPES[klass] = known
+    return known
+
+
+def _own_object(args, kwargs, files):
+    """An argument (and, one level in, an item of a list, tuple or dict) whose class has a
+    protocol method written in `files` (the watched code): torch may call it while it handles
+    the call, unwatched; None when there is none. Tensors (subclasses included:
+    `__torch_function__` has its own rules) and modules are not looked at."""
+    for a in list(args) + list(kwargs.values()):
+        items = (a,)
+        if isinstance(a, dict):
+            items = (a, *a.values())
+        elif isinstance(a, (list, tuple)):
+            items = (a, *a)
+        for x in items:
+            if isinstance(x, (_INERT, _Tensor, _Storage, torch.nn.Module)) or type(x) in (list, tuple, dict):
+                continue
+            if _own_class(type(x), files):
+                return x
     return None
 
 
@@ -653,6 +708,16 @@ class HostReads(_TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None, *, _readbacks=READBACKS,
                            _factories=FACTORIES):
         kwargs = kwargs or {}
+        own = _own_object(args, kwargs, self.files)
+        if own is not None:
+            # torch would call its methods (`p < 0.0` in dropout's range check) while handling
+            # this call, where no counter sees what they read (red team 13: every per-step
+            # read-back of the baseline done inside a dropout probability's `__lt__`)
+            raise TypeError(
+                f"{getattr(func, '__name__', 'a torch function')}() was handed an object of your own class "
+                f"({type(own).__name__}): torch would run its methods inside its own call; pass tensors and "
+                "plain numbers (see the contract in README.md)"
+            )
         line = self._caller_line()
         if line is None and not self._host:
             # not the watched code's call, and no host memory to follow: nothing to count
@@ -669,11 +734,16 @@ class HostReads(_TorchFunctionMode):
         tensors = [a for a in ins if isinstance(a, _Tensor)]
         src = args[0] if args and isinstance(args[0], _Tensor) else None
         cpu = self.cpu_run
+        if name == "copy_" and len(args) > 1 and isinstance(args[1], _Tensor) and src is not None:
+            if self.host(args[1]) and not self.host(src):
+                self._host_to_device(name, line, args[1])
         if name in ("cpu", "cuda", "to") and src is not None:
             where = self._destination(name, args, kwargs)
             if where is not None:
                 if where == "host" and not self.host(src) and line is not None:
                     self._readback(src, name, src.numel() * src.element_size(), line)
+                if where == "device" and self.host(src):
+                    self._host_to_device(name, line, src)
                 out = self._call(func, args, kwargs)
                 if cpu and isinstance(out, _Tensor):
                     s, o = _storage(src), _storage(out)
@@ -762,6 +832,22 @@ class HostReads(_TorchFunctionMode):
                 if g is not None and self.host(g):
                     out.append((g, g._version))
         return out
+
+    def _host_to_device(self, name, line, src):
+        """Host memory copied to the device by a line of the watched code's own: the same live
+        host memory copied again by the same line in the same call (a loop) is a constant made in
+        the loop, as a factory there is (`factory {op, line}`; red team 13: a host constant made
+        once and `.to(device)` every step counted nothing). New host data copied each time (a
+        token read back and sent again) is no constant: its read-back is what counts."""
+        s = _storage(src)
+        if line is None or not self.direct or s is None:
+            return
+        seen = self._made.setdefault(("h2d", line), {})
+        ref = seen.get(s._cdata)
+        if ref is not None and not ref.expired():
+            self._record("factory", {"op": name, "line": line})
+        else:
+            seen[s._cdata] = _StorageWeakRef(s)
 
     def _constants(self, name, args, tensors, out, made, line):
         """Constants followed by what they are (`_CONST`), not by the name of the call that made
@@ -880,18 +966,33 @@ class HostReads(_TorchFunctionMode):
 
 
 _BUFFERS = (_np.ndarray, bytearray, memoryview, bytes)
+_PLAIN = (int, float, bool, str, type(None), complex, _Tensor)
+
+
+def _buffer(a):
+    """Does `a` hand out its memory through the buffer protocol (numpy arrays, bytes, bytearray,
+    memoryview, `array.array`, anything else that does: red team 13 aliased an `array.array`)?"""
+    if isinstance(a, _BUFFERS):
+        return True
+    if isinstance(a, _PLAIN):
+        return False
+    try:
+        memoryview(a).release()
+    except (TypeError, ValueError, BufferError):
+        return False
+    return True
 
 
 def _aliases_host(args, kwargs, out):
     """Is `out` (a tensor) a view of the memory of a numpy array or buffer among the arguments?"""
     found = None
     for a in list(args) + list(kwargs.values()):
-        if isinstance(a, _BUFFERS):
+        if _buffer(a):
             found = found or []
             found.append(a)
         elif type(a) in (list, tuple):
             found = found or []
-            found.extend(x for x in a if isinstance(x, _BUFFERS))
+            found.extend(x for x in a if _buffer(x))
     if not found:
         return False
     try:
