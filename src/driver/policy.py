@@ -512,8 +512,8 @@ def _apply_(f, *args, **kwargs):
     bad = next((k for k in kwargs if _dunder(k)), None)
     if bad is not None:
         refuse(bad, f"关键字参数名 `{bad}` 不属于课程的 Python（双下划线名字是解释器的协议）",
-                     f"the keyword argument `{bad}` is not part of the course's Python (double-underscore names "
-                     "are the interpreter's protocol)")
+               f"the keyword argument `{bad}` is not part of the course's Python (double-underscore names "
+               "are the interpreter's protocol)")
     return f(*args, **kwargs)
 
 

@@ -966,7 +966,6 @@ class HostReads(_TorchFunctionMode):
 
 
 _BUFFERS = (_np.ndarray, bytearray, memoryview, bytes)
-_PLAIN = (int, float, bool, str, type(None), complex, _Tensor)
 
 
 def _buffer(a):
@@ -974,7 +973,7 @@ def _buffer(a):
     memoryview, `array.array`, anything else that does: red team 13 aliased an `array.array`)?"""
     if isinstance(a, _BUFFERS):
         return True
-    if isinstance(a, _PLAIN):
+    if isinstance(a, (_INERT, _Tensor)):
         return False
     try:
         memoryview(a).release()

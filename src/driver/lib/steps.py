@@ -6,7 +6,7 @@ import sys as _sys
 import weakref as _weakref
 
 import torch
-import torch.utils.checkpoint as _cp_mod_early
+import torch.utils.checkpoint as _cp_mod
 from course.model import TinyGPT, _plain_blocks
 from .integrity import _top_saved_hooks
 _equal = torch.equal  # captured before any submission code runs
@@ -381,7 +381,7 @@ def _positions(args, seq=None):
 # through their hooks on junk only); and from inside it the layer's own pre-hooks have run, so a
 # saved-tensors hook one of them entered is the innermost the run is judged under.
 _OBSERVED = _weakref.WeakSet()  # the layers of the grader's observed models (not a copy's)
-_StopRecomputation = getattr(_cp_mod_early, "_StopRecomputationError", None) or ()
+_StopRecomputation = getattr(_cp_mod, "_StopRecomputationError", None) or ()
 
 
 def _observed_layer_forward(forward):
@@ -420,7 +420,6 @@ def _watch_layer_classes(classes):
 # one, reached from `checkpoint()` or called directly) and the driver's counting wrapper around
 # `checkpoint()`; frames of torch (and the driver) between two of them belong to one call, a frame
 # of anyone else's code separates two.
-_cp_mod = torch.utils.checkpoint
 _CKPT_FILE = _cp_mod.__file__
 _COUNTED_CODE = _cp_mod.checkpoint.__code__ if hasattr(_cp_mod.checkpoint, "__wrapped__") else None
 _DRIVER_FILE = _COUNTED_CODE.co_filename if _COUNTED_CODE is not None else None
