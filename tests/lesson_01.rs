@@ -8,29 +8,12 @@ use grade::checks::stats::{median, percentile};
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Evidence, Observations};
 use grade::spec::rubric::Check;
-use grade::spec::{Exercise, Rubric};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use support::lesson::{explain, report_failing, root, why, Lesson};
+use support::lesson::{explain, report_failing, root, sorted, why, Lesson};
 
 const ID: &str = "01-metrics";
 const L: Lesson = Lesson(ID);
-
-fn exercise() -> Exercise {
-    L.exercise()
-}
-
-fn rubric(ex: &Exercise) -> Rubric {
-    L.rubric(ex)
-}
-
-fn recorded(name: &str) -> Observations {
-    L.recorded(name)
-}
-
-fn expected() -> BTreeMap<String, Vec<String>> {
-    L.expected()
-}
 
 /// Every criterion's (status, why in English) on these observations.
 fn grade_obs(obs: Observations) -> BTreeMap<String, (Status, String)> {
@@ -47,24 +30,19 @@ fn failing(v: &BTreeMap<String, (Status, String)>) -> Vec<String> {
         .collect()
 }
 
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
-
 // ------------------------------------------------------------------------ recorded observations
 
 #[test]
 fn recorded_solution_passes_every_criterion() {
-    let v = grade_obs(recorded("solution"));
-    assert_eq!(v.len(), rubric(&exercise()).criteria.len());
+    let v = grade_obs(L.recorded("solution"));
+    assert_eq!(v.len(), L.rubric(&L.exercise()).criteria.len());
     assert!(failing(&v).is_empty(), "{v:#?}");
 }
 
 #[test]
 fn recorded_starter_fails_what_expected_yaml_says() {
-    let v = grade_obs(recorded("starter"));
-    assert_eq!(failing(&v), sorted(expected()["starter"].clone()));
+    let v = grade_obs(L.recorded("starter"));
+    assert_eq!(failing(&v), sorted(L.expected()["starter"].clone()));
     assert!(v["measure_truth"]
         .1
         .contains("NotImplementedError: TODO: measure("));
@@ -72,10 +50,10 @@ fn recorded_starter_fails_what_expected_yaml_says() {
 
 /// A recorded fixture fails exactly its expected criteria, and `id`'s reason contains `says`.
 fn recorded_fixture(name: &str, id: &str, says: &str) {
-    let v = grade_obs(recorded(name));
+    let v = grade_obs(L.recorded(name));
     assert_eq!(
         failing(&v),
-        sorted(expected()[name].clone()),
+        sorted(L.expected()[name].clone()),
         "{name}: {v:#?}"
     );
     assert!(v[id].1.contains(says), "{name}: {id} says {:?}", v[id].1);
@@ -132,7 +110,7 @@ fn list(obs: &Observations, key: &str) -> Vec<f64> {
 
 #[test]
 fn undivided_windows_are_named() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let alt = obs.metrics["sim.b1.if_not_divided"].clone();
     set(&mut obs, "sim.b1.samples", alt);
     let v = grade_obs(obs);
@@ -149,7 +127,7 @@ fn undivided_windows_are_named() {
 
 #[test]
 fn a_sample_off_by_more_than_a_nanosecond_fails_and_rounding_passes() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     // a `_ns` clock rounds each read: within 1e-6 relative is the truth (the sample stays the
     // window it was read from, which measure_truth also holds since red team 4: the truth moves)
     let mut truth = list(&obs, "sim.a1.truth");
@@ -181,7 +159,7 @@ fn a_sample_off_by_more_than_a_nanosecond_fails_and_rounding_passes() {
 /// they fail, whatever band they lie in; the grader's truth is never consulted.
 #[test]
 fn real_samples_are_their_windows_exactly() {
-    let base = recorded("solution");
+    let base = L.recorded("solution");
     let xs = list(&base, "real.run1.samples");
     let last = *xs.last().unwrap();
     let r = xs.len();
@@ -225,7 +203,7 @@ fn real_samples_are_their_windows_exactly() {
 #[test]
 fn a_log_stamp_beside_the_windows_is_not_held_to_the_sync_rule() {
     use grade::observations::Event;
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let events = obs.traces["sim.a1"].clone();
     let mut stamped: Vec<Event> = Vec::new();
     for (i, e) in events.iter().enumerate() {
@@ -261,7 +239,7 @@ fn a_log_stamp_beside_the_windows_is_not_held_to_the_sync_rule() {
 
 #[test]
 fn summaries_are_recomputed_and_mistakes_named() {
-    let base = recorded("solution");
+    let base = L.recorded("solution");
     let xs = list(&base, "summarize.odd.samples");
     let n = xs.len();
     let mean = xs.iter().sum::<f64>() / n as f64;
@@ -310,7 +288,7 @@ fn summaries_are_recomputed_and_mistakes_named() {
 #[test]
 fn rates_may_follow_the_submissions_own_median() {
     // a wrong median fails summary_median only: rates consistent with it are not counted twice
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let xs = list(&obs, "summarize.even.samples");
     let mean = xs.iter().sum::<f64>() / xs.len() as f64;
     let (b, t) = (
@@ -325,7 +303,7 @@ fn rates_may_follow_the_submissions_own_median() {
 
 #[test]
 fn the_answer_is_tokens_per_s() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     set(&mut obs, "answer.comparable", json!("steps_per_s"));
     assert_eq!(
         failing(&grade_obs(obs)),
@@ -362,7 +340,7 @@ fn check(yaml: &str) -> Check {
 
 /// One check on these observations.
 fn run_obs(yaml: &str, obs: Observations) -> checks::Outcome {
-    let ex = exercise();
+    let ex = L.exercise();
     let ev = Evidence {
         obs,
         tensors: BTreeMap::new(),
@@ -382,7 +360,7 @@ fn run(yaml: &str, metrics: &[(&str, Value)]) -> checks::Outcome {
     for (k, v) in metrics {
         ev.obs.metrics.insert(k.to_string(), v.clone());
     }
-    let ex = exercise();
+    let ex = L.exercise();
     evaluate(
         &check(yaml),
         &Env {
@@ -524,7 +502,7 @@ fn stress_every_submission_with_a_busy_core() {
         })
     };
     let mut flakes = Vec::new();
-    for (name, want) in expected() {
+    for (name, want) in L.expected() {
         let path = match name.as_str() {
             "solution" => root().join(format!("solutions/{ID}/exercise.py")),
             "starter" => root().join(format!("exercises/{ID}/exercise.py")),
@@ -535,7 +513,7 @@ fn stress_every_submission_with_a_busy_core() {
             // as `grade check` judges: a fixture wrong elsewhere is not held to the bands it
             // does not list
             let either = grade::selftest::expected::bands_not_held(
-                &rubric(&exercise()),
+                &L.rubric(&L.exercise()),
                 &want,
                 grade::runner::Device::Cpu,
             );

@@ -6,7 +6,7 @@ mod support;
 use grade::checks::{self, evaluate, profiler, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
 use grade::spec::rubric::Check;
-use grade::spec::{Exercise, Rubric};
+use grade::spec::Rubric;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use support::lesson::{why, Lesson};
@@ -15,10 +15,6 @@ const ID: &str = "02-profiler";
 const L: Lesson = Lesson(ID);
 /// Criteria `grade check` cannot show on CPU (they apply only on CUDA).
 const UNPROVABLE: [&str; 1] = ["cuda_activity"];
-
-fn exercise() -> Exercise {
-    L.exercise()
-}
 
 fn check(yaml: &str) -> Check {
     #[derive(serde::Deserialize)]
@@ -32,7 +28,7 @@ fn check(yaml: &str) -> Check {
 }
 
 fn run(check_yaml: &str, ev: &Evidence) -> checks::Outcome {
-    let ex = exercise();
+    let ex = L.exercise();
     evaluate(
         &check(check_yaml),
         &Env {
@@ -266,7 +262,7 @@ fn ranking_reports_a_missing_list() {
 
 #[test]
 fn ranking_spec_errors() {
-    let ex = exercise();
+    let ex = L.exercise();
     let dir = tempfile::tempdir().unwrap(); // removed when the test ends
     for (yaml, msg) in [
         (
@@ -762,7 +758,7 @@ fn per_call_reads_the_recorded_self_time_and_the_speed_up() {
 
 #[test]
 fn profiler_spec_errors() {
-    let ex = exercise();
+    let ex = L.exercise();
     let dir = tempfile::tempdir().unwrap();
     for (yaml, msg) in [
         (
@@ -851,19 +847,11 @@ fn outputs_read_needs_both_outputs_on_one_input() {
 
 // ------------------------------------------------------------------- the rubric, recorded runs
 
-fn recorded(name: &str) -> Observations {
-    L.recorded(name)
-}
-
 fn grade_obs(obs: Observations) -> BTreeMap<String, Status> {
     L.grade_obs(obs)
         .into_iter()
         .map(|v| (v.id, v.status))
         .collect()
-}
-
-fn expected() -> BTreeMap<String, Vec<String>> {
-    L.expected()
 }
 
 fn failing(v: &BTreeMap<String, Status>) -> Vec<String> {
@@ -875,7 +863,7 @@ fn failing(v: &BTreeMap<String, Status>) -> Vec<String> {
 
 #[test]
 fn recorded_runs_fail_exactly_their_expected_criteria() {
-    let want = expected();
+    let want = L.expected();
     for name in [
         "solution",
         "starter",
@@ -883,7 +871,7 @@ fn recorded_runs_fail_exactly_their_expected_criteria() {
         "whole_run",
         "verify_different_inputs",
     ] {
-        let v = grade_obs(recorded(name));
+        let v = grade_obs(L.recorded(name));
         let mut w = want[name].clone();
         w.sort();
         assert_eq!(failing(&v), w, "{name}");
@@ -893,7 +881,7 @@ fn recorded_runs_fail_exactly_their_expected_criteria() {
 
 #[test]
 fn recorded_solution_profiles_exactly_three_steps_after_a_warmup_step() {
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     for run in ["profile.run1", "profile.run2"] {
         let calls = profiler::calls(&obs.traces[run]);
         let active = calls.iter().filter(|c| c.active).count();
@@ -911,7 +899,7 @@ fn recorded_solution_profiles_exactly_three_steps_after_a_warmup_step() {
 
 #[test]
 fn recorded_solution_profiles_five_calls_of_each_step_and_one_call_fails() {
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     for cand in ["call1", "call2", "call3"] {
         let calls = profiler::calls(&obs.traces[&format!("verify.{cand}")]);
         for role in ["baseline", "candidate"] {
@@ -924,7 +912,7 @@ fn recorded_solution_profiles_five_calls_of_each_step_and_one_call_fails() {
     }
     // keep only the first profiled call of each step in the results (collection paused for the
     // others, torch's flag still on): one sample each
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     for cand in ["call1", "call2", "call3"] {
         let trace = obs.traces.get_mut(&format!("verify.{cand}")).unwrap();
         let mut seen = std::collections::BTreeSet::new();
@@ -939,7 +927,7 @@ fn recorded_solution_profiles_five_calls_of_each_step_and_one_call_fails() {
 
 #[test]
 fn a_wrong_answer_in_a_recorded_run_fails_its_criterion() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     // the call whose candidate was wrong (drawn per grading) answered "close"
     let wrong = (1..=3)
         .map(|n| format!("verify.call{n}"))

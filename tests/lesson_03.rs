@@ -18,19 +18,11 @@ const L: Lesson = Lesson(ID);
 /// shape (drawn from exercise.yaml `model_draw:`) and the sweep's grid.
 const SEED: u64 = 3;
 
-fn exercise() -> Exercise {
-    L.exercise()
-}
-
 /// The exercise as graded under the recorded seed (its drawn model shape).
 fn recorded_exercise() -> Exercise {
-    let mut ex = exercise();
+    let mut ex = L.exercise();
     ex.model = ex.model_for(SEED);
     ex
-}
-
-fn recorded(name: &str) -> Observations {
-    L.recorded(name)
 }
 
 fn grade_obs(obs: Observations) -> Vec<Verdict> {
@@ -70,7 +62,7 @@ fn rows_mut<'a>(obs: &'a mut Observations, trace: &str) -> &'a mut Vec<grade::ob
 
 #[test]
 fn ledger_truths_from_the_model_shape() {
-    let cfg = exercise().model;
+    let cfg = L.exercise().model;
     // 236,928 float32 parameters in 53 tensors (vocab 256, seq_len 64, d_model 64, 4 blocks)
     assert_eq!(param_bytes(&cfg), (947_712, 53));
     assert_eq!(
@@ -86,7 +78,7 @@ fn the_shape_is_drawn_from_the_seed() {
     // every grading draws vocab, d_model, n_heads and n_blocks from model_draw (seq_len and batch
     // stay): the same seed gives the same shape, the seeds cover the choices, and no drawn shape
     // has the bytes of the default `model:` one (so a table pasted from it always fails)
-    let ex = exercise();
+    let ex = L.exercise();
     let draw = ex.model_draw.clone().expect("03-memory draws its model");
     assert_eq!(ex.model_for(7), ex.model_for(7));
     let mut seen = std::collections::BTreeSet::new();
@@ -140,11 +132,11 @@ fn a_bad_model_draw_is_a_spec_error() {
 fn rust_truths_equal_what_python_measured() {
     // the solution's Python ledgers (recorded) agree with the Rust truths for the drawn shape:
     // two independent accounts
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     let cfg = recorded_exercise().model;
     assert_ne!(
         cfg,
-        exercise().model,
+        L.exercise().model,
         "the recorded seed drew another shape"
     );
     for (trace, opt) in [("ledger.adam", "adam"), ("ledger.sgd", "sgd_momentum")] {
@@ -164,7 +156,7 @@ fn activation_formula_equals_every_measured_row() {
     // on every row it recorded (single ledgers, the repeated ledger's case and the whole sweep),
     // once the tag of the grader's that each row's forwards save (`tag`, drawn per row) is
     // taken off; the submission's rows are held to these by the ledger check
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     let cfg = recorded_exercise().model;
     let mut n = 0;
     let mut tags = std::collections::BTreeSet::new();
@@ -206,7 +198,7 @@ fn activation_formula_equals_every_measured_row() {
         (&again.fields["batch"], &again.fields["seq_len"])
     );
     // the laws, read off the formula: linear in B (slope a·T² + b·T), quadratic in T
-    assert_eq!(activation_bytes(&exercise().model, 4, 64), 5_675_556);
+    assert_eq!(activation_bytes(&L.exercise().model, 4, 64), 5_675_556);
 }
 
 // ---------------------------------------------------------------------------------- growth
@@ -253,7 +245,7 @@ fn grid(obs: &Observations) -> (Vec<i64>, Vec<i64>) {
 
 #[test]
 fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     let rows = &obs.traces["sweep.grader"];
     let (bs, ts) = grid(&obs);
     assert_eq!(
@@ -289,7 +281,7 @@ fn grader_sweep_is_linear_in_batch_and_quadratic_in_seq_len() {
 fn a_cached_rerun_fails_reproducible() {
     // the repeated ledger runs its step but returns the first call's entries: its case is
     // another shape with another tag, so the cached activations are not the grader's
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let first = obs.traces["ledger.adam"][0].fields["activations"].clone();
     rows_mut(&mut obs, "ledger.adam_again")[0]
         .fields
@@ -308,7 +300,7 @@ fn an_entry_wrong_the_first_time_is_judged_again_too() {
     // a method that is wrong on the first case (activations off) is wrong on the repeated case
     // too, and both say so (issue 38, round 4: skipping it let a first call 4 B off make the
     // repeat's cached number pass as measured again)
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     for trace in ["ledger.adam", "ledger.adam_again"] {
         let row = &mut rows_mut(&mut obs, trace)[0];
         let a = row.fields["activations"].as_i64().unwrap();
@@ -349,7 +341,7 @@ fn drop_steps_at(obs: &mut Observations, trace: &str, b: i64, t: i64) -> usize {
 fn unmeasured_sweep_points_fail_the_sweep() {
     // a grid point whose forward was never followed by its loss's backward (a forward only, a
     // no_grad forward, or no case run at all): its row is not a measured step
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let (bs, ts) = grid(&obs);
     assert_eq!(drop_steps_at(&mut obs, "sweep.calls", bs[1], ts[2]), 1);
     let vs = grade_obs(obs);
@@ -375,7 +367,7 @@ fn unmeasured_sweep_points_fail_the_sweep() {
         ("ledger.sgd", "one_update"),
         ("ledger.adam_again", "ledger_reproducible"),
     ] {
-        let mut obs = recorded("solution");
+        let mut obs = L.recorded("solution");
         let row = &obs.traces[trace][0];
         let (b, t) = (
             row.fields["batch"].as_i64().unwrap(),
@@ -397,7 +389,7 @@ fn unmeasured_sweep_points_fail_the_sweep() {
 fn a_step_off_its_case_is_no_step_of_the_row() {
     // a forward on another case's model, or on tokens of the submission's own, is sent as
     // `shape {.., case: false}`: its backward makes no row of the grid measured
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let (bs, ts) = grid(&obs);
     let mut marked = 0;
     for e in rows_mut(&mut obs, "sweep.calls").iter_mut() {
@@ -444,7 +436,7 @@ fn a_step_without_its_optimizer_step_is_no_whole_step() {
     // red team 5 (redteam5_sweep_no_optimizer_step): the forward and the loss's backward ran, but
     // the case's optimizer never stepped (no `opt_step` from the grader's step post-hook): the
     // row is not measured, and growth_laws does not fit it
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let (bs, ts) = grid(&obs);
     assert_eq!(drop_opt_steps_at(&mut obs, "sweep.calls", bs[2], ts[0]), 1);
     let vs = grade_obs(obs);
@@ -455,7 +447,7 @@ fn a_step_without_its_optimizer_step_is_no_whole_step() {
         "{why}"
     );
     // the repeated ledger: its optimizer_state is believed only from a whole step of that call
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let row = &obs.traces["ledger.adam_again"][0];
     let (b, t) = (
         row.fields["batch"].as_i64().unwrap(),
@@ -473,7 +465,7 @@ fn a_step_without_its_optimizer_step_is_no_whole_step() {
 fn an_optimizer_step_of_another_call_steps_no_row() {
     // an optimizer handed over in another call (`opt_step {call}`) is no step of this call's case,
     // even at the same shape (the Adam and SGD ledgers share theirs)
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let mut moved = 0;
     for e in rows_mut(&mut obs, "ledger.calls").iter_mut() {
         if e.e == "opt_step" && e.fields["call"] == json!("ledger.sgd") {
@@ -496,7 +488,7 @@ fn optimizer_state_is_believed_as_the_grader_read_it() {
     // of `optimizer.state` is what the row must say; in the repeated case and the sweep a drawn
     // parameter is left out of the optimizer (a gradient, no state), so the reading is the
     // shapes' bytes less that row's `dropped_state`, and a price of the gradients is not
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     let ex = recorded_exercise();
     let read = |call: &str| -> Vec<(i64, i64, i64)> {
         let trace = if call == "sweep.student" {
@@ -539,7 +531,7 @@ fn optimizer_state_is_believed_as_the_grader_read_it() {
         }
     }
     // a row equal to the shapes' truth but not to what the grader read fails
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let reading = obs.traces["ledger.calls"]
         .iter()
         .find(|e| e.e == "opt_step" && e.fields["call"] == json!("ledger.sgd"))
@@ -563,7 +555,7 @@ fn a_row_priced_from_another_rows_tag_fails_the_sweep() {
     // one measured row teaches the tag of that row only: the others' activations from the
     // closed form plus that tag are off by the difference of the two rows' tags
     let cfg = recorded_exercise().model;
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let grader = obs.traces["sweep.grader"].clone();
     let first_tag = grader[0].fields["tag"].as_i64().unwrap();
     for r in rows_mut(&mut obs, "sweep.student").iter_mut() {
@@ -582,14 +574,14 @@ fn a_row_priced_from_another_rows_tag_fails_the_sweep() {
     assert_eq!(failing(&vs), vec!["sweep_matches", "growth_laws"]);
     // growth is fitted with each row's tag taken off: the grader's rows and the solution's
     // decide the laws exactly although every row carries a tag of its own
-    let vs = grade_obs(recorded("solution"));
+    let vs = grade_obs(L.recorded("solution"));
     let g = verdict(&vs, "growth_laws");
     assert!(g.why.en.contains("quadratic"), "{}", g.why.en);
 }
 
 #[test]
 fn recorded_solution_passes() {
-    let vs = grade_obs(recorded("solution"));
+    let vs = grade_obs(L.recorded("solution"));
     assert_eq!(failing(&vs), Vec::<&str>::new());
     let cuda_only = ["peak_covers_step", "peak_is_allocated", "peak_reproducible"];
     for v in &vs {
@@ -601,7 +593,7 @@ fn recorded_solution_passes() {
         );
     }
     let g = verdict(&vs, "growth_laws");
-    let (bs, ts) = grid(&recorded("solution"));
+    let (bs, ts) = grid(&L.recorded("solution"));
     let first = format!("seq_len={}: {}→", ts[0], bs[0]);
     assert!(
         g.why.en.contains(&first),
@@ -613,7 +605,7 @@ fn recorded_solution_passes() {
 
 #[test]
 fn recorded_starter_fails_readably() {
-    let vs = grade_obs(recorded("starter"));
+    let vs = grade_obs(L.recorded("starter"));
     let want = [
         "params_exact",
         "grads_exact",
@@ -635,7 +627,7 @@ fn recorded_starter_fails_readably() {
 #[test]
 fn a_wrong_entry_fails_with_both_numbers() {
     let cfg = recorded_exercise().model;
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     // the grader's activations: the formula plus the tag its forwards saved in that call
     let tag = obs.traces["grader.sgd"][0].fields["tag"].as_i64().unwrap();
     let (p, a) = (param_bytes(&cfg).0, activation_bytes(&cfg, 4, 64) + tag);
@@ -663,7 +655,7 @@ fn a_wrong_entry_fails_with_both_numbers() {
 fn one_badly_typed_entry_fails_only_what_compares_it() {
     // an entry that is not a number (the scenario leaves it out and says why in `<entry>_error`)
     // fails the criteria comparing that entry, not the whole ledger
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let why = "memory_ledger(...)['grads'] is dict ({'tok_emb.weight': 1}), not a number";
     for run in ["adam", "adam_again"] {
         obs.metrics.remove(&format!("ledger.{run}.grads"));
@@ -688,7 +680,7 @@ fn two_updates_fail_one_update_only() {
     // a warm-up training step (or backward twice) before the measured one: the grader saw two
     // backward passes and Adam's step counter at 2 (the updated weights, compared in libtorch,
     // are judged by step_matches_reference, which recorded observations carry no tensors for)
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.metrics.insert("ledger.adam.backwards".into(), json!(2));
     obs.metrics.insert("ledger.adam.adam_step".into(), json!(2));
     let vs = grade_obs(obs);
@@ -701,7 +693,7 @@ fn two_updates_fail_one_update_only() {
 fn a_rerun_without_a_step_is_not_reproduced() {
     // memory_ledger() returning a cached dict the second time: the entries are identical, but
     // the grader saw no training step in that call
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.metrics
         .insert("ledger.adam_again.backwards".into(), json!(0));
     obs.metrics
@@ -715,7 +707,7 @@ fn growth_is_judged_on_the_students_own_sweep_too() {
     // GROWTH right for the grader's sweep, but the student's own rows grow otherwise (here:
     // activations that do not depend on seq_len): an answer not read off one's own sweep fails
     // (each row carries the grader's tag of that row, drawn per row; the fit takes it off)
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let grader = obs.traces["sweep.grader"].clone();
     for r in rows_mut(&mut obs, "sweep.student") {
         let b = r.fields["batch"].as_i64().unwrap();
@@ -742,7 +734,7 @@ fn growth_is_judged_on_the_students_own_sweep_too() {
 #[test]
 fn growth_needs_a_sweep_of_ones_own() {
     // no rows of one's own (sweep() returned []): an answer copied from the hints fails
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     rows_mut(&mut obs, "sweep.student").clear();
     let vs = grade_obs(obs);
     assert_eq!(failing(&vs), ["sweep_matches", "growth_laws"]);
@@ -752,7 +744,7 @@ fn growth_needs_a_sweep_of_ones_own() {
 fn optimizer_state_truth_follows_the_optimizer() {
     // Adam's state (with `step`) reported for the SGD case is wrong, and vice versa
     let cfg = recorded_exercise().model;
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let adam = obs.traces["ledger.adam"][0].fields["optimizer_state"].clone();
     rows_mut(&mut obs, "ledger.sgd")[0]
         .fields
@@ -769,7 +761,7 @@ fn optimizer_state_truth_follows_the_optimizer() {
 
 #[test]
 fn sweep_rows_must_cover_the_grid_once() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let (bs, ts) = grid(&obs);
     let rows = rows_mut(&mut obs, "sweep.student");
     let at =
@@ -800,7 +792,7 @@ fn sweep_rows_must_cover_the_grid_once() {
 
 #[test]
 fn a_wrong_growth_answer_fails_and_shows_the_rows() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.metrics
         .insert("growth.seq_len".into(), Value::from("linear"));
     let vs = grade_obs(obs);
@@ -810,7 +802,7 @@ fn a_wrong_growth_answer_fails_and_shows_the_rows() {
         g.measured.en,
         "answer linear, fit linear; answer linear, fit quadratic; answer linear, fit linear; answer linear, fit quadratic"
     );
-    let (bs, ts) = grid(&recorded("solution"));
+    let (bs, ts) = grid(&L.recorded("solution"));
     let head = format!(
         "answered linear, but in the grader's sweep activations grows as quadratic in seq_len: batch={}: {}→",
         bs[0], ts[0]
@@ -828,7 +820,7 @@ fn a_wrong_growth_answer_fails_and_shows_the_rows() {
 #[test]
 fn growth_needs_agreeing_groups() {
     // a grader sweep whose groups disagree (one row off by a byte) decides nothing: FAIL, explained
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let rows = rows_mut(&mut obs, "sweep.grader");
     let a = rows[0].fields["activations"].as_i64().unwrap();
     rows[0].fields.insert("activations".into(), json!(a + 1));
@@ -842,19 +834,19 @@ fn growth_needs_agreeing_groups() {
 fn empty_cache_calls_fail() {
     // an empty_cache event sent during a probe fails, whatever the driver's counter says (the
     // submission could reset that counter; the events left the process when they happened)
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     assert!(obs.traces["ledger.calls"].iter().any(|e| e.e == "step"));
     rows_mut(&mut obs, "sweep.calls").push(grade::observations::Event::new("empty_cache"));
     assert_eq!(failing(&grade_obs(obs)), ["no_empty_cache"]);
     // and the counter alone (it also sees calls made at import, outside any probe)
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.metrics.insert("calls.empty_cache".into(), json!(3));
     assert_eq!(failing(&grade_obs(obs)), ["no_empty_cache"]);
 }
 
 #[test]
 fn rubric_rejects_a_bad_ledger_spec() {
-    let ex = exercise();
+    let ex = L.exercise();
     let dir = std::env::temp_dir().join(format!("grade-lesson03-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (yaml, msg) in [

@@ -9,39 +9,17 @@ use grade::checks::break_even::break_even;
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
 use grade::spec::rubric::Check;
-use grade::spec::{Exercise, Rubric};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
-use support::lesson::{root, Lesson};
+use support::lesson::{root, sorted, Lesson};
 
 const ID: &str = "05-compile";
 const L: Lesson = Lesson(ID);
 /// Criteria that compare tensors: recorded observations carry no tensors, so these are judged end
 /// to end only.
 const TENSOR_CRITERIA: [&str; 2] = ["compiled_agrees", "shapes_agree"];
-
-fn exercise() -> Exercise {
-    L.exercise()
-}
-
-fn rubric(ex: &Exercise) -> Rubric {
-    L.rubric(ex)
-}
-
-fn recorded(name: &str) -> Observations {
-    L.recorded(name)
-}
-
-fn expected() -> BTreeMap<String, Vec<String>> {
-    L.expected()
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v
-}
 
 // ------------------------------------------------------------------------ break_even itself
 
@@ -98,7 +76,7 @@ fn case(e: f64, f: f64, c: f64, answer: Value) -> Event {
 }
 
 fn judge_cases(cases: Vec<Event>) -> checks::Outcome {
-    let ex = exercise();
+    let ex = L.exercise();
     let mut ev = Evidence::default();
     ev.obs.traces.insert("be".into(), cases);
     evaluate(
@@ -211,7 +189,7 @@ fn judge_call_windows(
     steady: &[f64],
     calls: usize,
 ) -> checks::Outcome {
-    let ex = exercise();
+    let ex = L.exercise();
     let mut ev = Evidence::default();
     ev.obs.traces.insert("real.eager".into(), events);
     ev.obs
@@ -364,7 +342,7 @@ fn failing(v: &BTreeMap<String, (Status, String)>) -> Vec<String> {
 
 fn want(name: &str) -> Vec<String> {
     sorted(
-        expected()[name]
+        L.expected()[name]
             .iter()
             .filter(|id| !TENSOR_CRITERIA.contains(&id.as_str()))
             .cloned()
@@ -374,14 +352,14 @@ fn want(name: &str) -> Vec<String> {
 
 #[test]
 fn recorded_solution_passes_every_criterion() {
-    let v = grade_obs(recorded("solution"));
-    assert_eq!(v.len(), rubric(&exercise()).criteria.len());
+    let v = grade_obs(L.recorded("solution"));
+    assert_eq!(v.len(), L.rubric(&L.exercise()).criteria.len());
     assert!(failing(&v).is_empty(), "{v:#?}");
 }
 
 #[test]
 fn recorded_starter_fails_what_expected_yaml_says() {
-    let v = grade_obs(recorded("starter"));
+    let v = grade_obs(L.recorded("starter"));
     assert_eq!(failing(&v), want("starter"));
     assert!(v["first_call_alone"]
         .1
@@ -390,7 +368,7 @@ fn recorded_starter_fails_what_expected_yaml_says() {
 
 /// A recorded fixture fails exactly its expected criteria, and `id`'s reason contains `says`.
 fn recorded_fixture(name: &str, id: &str, says: &str) {
-    let v = grade_obs(recorded(name));
+    let v = grade_obs(L.recorded(name));
     assert_eq!(failing(&v), want(name), "{name}: {v:#?}");
     assert!(v[id].1.contains(says), "{name}: {id} says {:?}", v[id].1);
 }
@@ -443,7 +421,7 @@ fn set(obs: &mut Observations, key: &str, v: Value) {
 
 #[test]
 fn whole_block_averages_are_named() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let alt = obs.metrics["sim.mistake.block"].clone();
     set(&mut obs, "sim.steady_s", alt);
     let v = grade_obs(obs);
@@ -455,7 +433,7 @@ fn whole_block_averages_are_named() {
 
 #[test]
 fn nanosecond_rounding_passes_and_a_wrong_value_fails() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let mut xs: Vec<f64> = obs.metrics["sim.steady_s"]
         .as_array()
         .unwrap()
@@ -472,7 +450,7 @@ fn nanosecond_rounding_passes_and_a_wrong_value_fails() {
 
 /// The recorded solution's `shapes.dynamo` trace, edited by `f`.
 fn with_dynamo(f: impl FnOnce(&mut Vec<Event>)) -> BTreeMap<String, (Status, String)> {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     f(obs
         .traces
         .get_mut("shapes.dynamo")
@@ -482,7 +460,7 @@ fn with_dynamo(f: impl FnOnce(&mut Vec<Event>)) -> BTreeMap<String, (Status, Str
 
 #[test]
 fn recorded_solution_compiles_one_graph_that_serves_every_shape() {
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     let tr = &obs.traces["shapes.dynamo"];
     let graphs: Vec<&Event> = tr.iter().filter(|e| e.e == "graph").collect();
     assert_eq!(graphs.len(), 1, "{tr:?}");
@@ -559,7 +537,7 @@ fn eager_calls_fail_whatever_was_compiled() {
 
 #[test]
 fn a_patched_dynamo_watch_fails() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     set(
         &mut obs,
         "shapes.watch",
@@ -574,7 +552,7 @@ fn a_patched_dynamo_watch_fails() {
 
 #[test]
 fn a_bare_tensor_from_f_fails_shapes_agree() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     set(&mut obs, "shapes.returns", json!("Tensor"));
     let v = grade_obs(obs);
     assert_eq!(v["shapes_agree"].0, Status::Fail);
@@ -590,7 +568,7 @@ fn a_bare_tensor_from_f_fails_shapes_agree() {
 #[test]
 fn real_numbers_are_tied_to_their_windows() {
     // the recorded solution's real steady times, halved: each is named against its window
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let halved: Vec<f64> = obs.metrics["real.compiled.steady_s"]
         .as_array()
         .unwrap()
@@ -612,7 +590,7 @@ fn real_numbers_are_tied_to_their_windows() {
 #[test]
 fn a_call_that_raised_inside_fn_is_a_call_made() {
     // a hidden warm-up on an input that makes the model raise: its `step` has no `step_done`
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let tr = obs
         .traces
         .get_mut("real.eager")
@@ -638,7 +616,7 @@ fn a_call_that_raised_inside_fn_is_a_call_made() {
 fn a_window_stretched_with_idle_time_is_not_its_call() {
     // 10 ms of the submission's own time (a sleep) before the read that closes the first steady
     // call's window: the number is still the two reads' difference, but not that call's timing
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     let tr = obs
         .traces
         .get_mut("real.eager")
@@ -671,7 +649,7 @@ fn a_window_stretched_with_idle_time_is_not_its_call() {
 #[test]
 fn a_measured_case_left_out_when_time_calls_failed() {
     // the real probe failed (a broken time_calls): break_even_exact judges the hidden cases alone
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.traces.remove("real.break_even");
     if let Some(p) = obs.probes.get_mut("real") {
         *p = serde_json::from_value(
@@ -745,7 +723,8 @@ fn every_fixture_is_listed() {
                 .map(str::to_string)
         })
         .collect();
-    let listed: BTreeSet<String> = expected()
+    let listed: BTreeSet<String> = L
+        .expected()
         .into_keys()
         .filter(|k| k != "solution" && k != "starter")
         .collect();

@@ -9,7 +9,6 @@
 mod support;
 use grade::checks::Status;
 use grade::observations::{Event, Observations};
-use grade::spec::Exercise;
 use grade::{reference, workload};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -23,15 +22,7 @@ const UNPROVABLE: [&str; 0] = [];
 /// Criteria judged on tensors, which `--dump-observations` does not record.
 const ON_TENSORS: [&str; 3] = ["generate_matches_reference", "losses_match", "params_match"];
 
-fn exercise() -> Exercise {
-    L.exercise()
-}
-
 // ------------------------------------------------------------------- the rubric, recorded runs
-
-fn recorded(name: &str) -> Observations {
-    L.recorded(name)
-}
 
 /// Every verdict on recorded observations, with the timed calls' parameters (tensors the
 /// recordings do not hold) equal on both sides, as after a timing whose calls trained.
@@ -60,14 +51,10 @@ fn grade_timed(obs: Observations, params: &[f32]) -> BTreeMap<String, Status> {
             tch::Tensor::from_slice(&[4.0f64, 4.0, 4.0]),
         ),
     ]);
-    L.grade_evidence(&exercise(), obs, tensors)
+    L.grade_evidence(&L.exercise(), obs, tensors)
         .into_iter()
         .map(|v| (v.id, v.status))
         .collect()
-}
-
-fn expected() -> BTreeMap<String, Vec<String>> {
-    L.expected()
 }
 
 /// Failing criteria, leaving out those judged on tensors (not in recorded observations).
@@ -90,9 +77,9 @@ const RECORDED: [&str; 7] = [
 
 #[test]
 fn recorded_runs_fail_exactly_their_expected_criteria() {
-    let want = expected();
+    let want = L.expected();
     for name in RECORDED {
-        let v = grade_obs(recorded(name));
+        let v = grade_obs(L.recorded(name));
         let mut w: Vec<String> = want[name]
             .iter()
             .filter(|c| !ON_TENSORS.contains(&c.as_str()))
@@ -126,7 +113,7 @@ fn by_site(obs: &Observations, stream: &str) -> BTreeMap<(String, i64), usize> {
 
 #[test]
 fn the_instrument_sees_every_hidden_sync_of_the_baseline_at_its_line() {
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     let site = |op: &str, line: i64, n: usize| ((op.to_string(), line), n);
     // exercises/06-sync/baseline.py, 16 steps, a log every 4: `if torch.isnan(loss)`,
     // `loss.item()`, the accuracy's `.item()` every step, the f-string formatting a tensor per log
@@ -143,7 +130,7 @@ fn the_instrument_sees_every_hidden_sync_of_the_baseline_at_its_line() {
     assert_eq!(obs.metrics["baseline.short.factories"], json!(8));
     // the starter is the baseline: the same syncs in the student's file, and in generate() the
     // prompt's tolist() plus the whole logits per token
-    let starter = recorded("starter");
+    let starter = L.recorded("starter");
     let gen = by_site(&starter, "host.generate");
     assert_eq!(gen.values().sum::<usize>(), 17);
     assert_eq!(gen.get(&("cpu".into(), 48)), Some(&16));
@@ -152,7 +139,7 @@ fn the_instrument_sees_every_hidden_sync_of_the_baseline_at_its_line() {
 
 #[test]
 fn recorded_solution_reads_back_once_per_log_and_the_tokens_once() {
-    let obs = recorded("solution");
+    let obs = L.recorded("solution");
     for (run, logs) in [("short", 2), ("long", 4)] {
         let rb = readbacks(&obs, &format!("host.train.{run}"));
         assert_eq!(rb.len(), logs, "{run}");
@@ -213,7 +200,7 @@ fn recorded_solution_reads_back_once_per_log_and_the_tokens_once() {
 
 #[test]
 fn a_tolist_sum_is_invisible_to_the_cpu_profiler_but_not_to_the_grader() {
-    let obs = recorded("python_float_sum");
+    let obs = L.recorded("python_float_sum");
     assert_eq!(obs.metrics["train.long.readbacks"], json!(16));
     assert!(readbacks(&obs, "host.train.long")
         .iter()
@@ -327,7 +314,7 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
         ),
     ];
     for (change, criterion) in cases {
-        let mut obs = recorded("solution");
+        let mut obs = L.recorded("solution");
         let mut params = [1.0f32, 2.0];
         let what = match change {
             Change::Untrained => {
@@ -363,7 +350,7 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
         );
     }
     // a grader that no longer sees the baseline's read-backs fails loudly, not silently
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.traces
         .get_mut("host.baseline.long")
         .unwrap()
@@ -373,7 +360,7 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
         vec!["train_readbacks".to_string()]
     );
     // the metrics the process reported are not what is judged: rewriting them changes nothing
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     for key in [
         "train.long.readbacks",
         "train.long.factories",
@@ -388,7 +375,7 @@ fn mutated_recorded_runs_fail_the_right_criterion() {
 
 #[test]
 fn greedy_decode_is_argmax_of_the_reference_logits_step_by_step() {
-    let ex = exercise();
+    let ex = L.exercise();
     let cfg = &ex.model;
     let work = workload::generate(cfg, 11);
     let (p, steps) = (cfg.seq_len / 4, cfg.seq_len / 2);

@@ -362,3 +362,9 @@ impl Checked {
             .collect()
     }
 }
+
+/// A list of criterion ids, sorted (what `expected()` gives is sorted).
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
