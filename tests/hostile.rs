@@ -209,6 +209,18 @@ fn files_outside_the_temp_dir_cannot_be_deleted() {
 }
 
 #[test]
+fn the_graders_files_in_the_run_folder_are_read_only() {
+    let _shared = EXCLUSIVE.read().unwrap();
+    let g = grade("rewrite_own_run", &[]);
+    let err = stderr(&g);
+    assert!(!err.contains("REWROTE"), "{err}");
+    assert!(
+        err.contains("denied 7 of 7; scratch written"),
+        "every grader's file refused, the working directory writable: {err}"
+    );
+}
+
+#[test]
 fn no_network() {
     let _shared = EXCLUSIVE.read().unwrap();
     // a port of our own (two suites at once on one machine must not share one): the fixture's

@@ -7,10 +7,9 @@ mod support;
 use grade::checks::stats::{median, percentile};
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Evidence, Observations};
-use grade::spec::rubric::Check;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use support::lesson::{explain, report_failing, root, sorted, why, Lesson};
+use support::lesson::{check, explain, report_failing, root, sorted, why, Lesson};
 
 const ID: &str = "01-metrics";
 const L: Lesson = Lesson(ID);
@@ -325,17 +324,6 @@ fn median_and_percentile_follow_numpy() {
     // numpy.percentile(range(1, 12), 90) == 10.0 (rank 9 exactly)
     let xs: Vec<f64> = (1..12).map(f64::from).collect();
     assert!((percentile(&xs, 90.0) - 10.0).abs() < 1e-12);
-}
-
-fn check(yaml: &str) -> Check {
-    #[derive(serde::Deserialize)]
-    struct W {
-        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
-        check: Check,
-    }
-    serde_yaml::from_str::<W>(&format!("check: {yaml}"))
-        .unwrap()
-        .check
 }
 
 /// One check on these observations.

@@ -5,27 +5,14 @@
 mod support;
 use grade::checks::{self, evaluate, profiler, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
-use grade::spec::rubric::Check;
-use grade::spec::Rubric;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use support::lesson::{why, Lesson};
+use support::lesson::{check, why, Lesson};
 
 const ID: &str = "02-profiler";
 const L: Lesson = Lesson(ID);
 /// Criteria `grade check` cannot show on CPU (they apply only on CUDA).
 const UNPROVABLE: [&str; 1] = ["cuda_activity"];
-
-fn check(yaml: &str) -> Check {
-    #[derive(serde::Deserialize)]
-    struct W {
-        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
-        check: Check,
-    }
-    serde_yaml::from_str::<W>(&format!("check: {yaml}"))
-        .unwrap()
-        .check
-}
 
 fn run(check_yaml: &str, ev: &Evidence) -> checks::Outcome {
     let ex = L.exercise();
@@ -262,8 +249,6 @@ fn ranking_reports_a_missing_list() {
 
 #[test]
 fn ranking_spec_errors() {
-    let ex = L.exercise();
-    let dir = tempfile::tempdir().unwrap(); // removed when the test ends
     for (yaml, msg) in [
         (
             "{ranking: {actual: a, expected: e, within: 5}}",
@@ -274,13 +259,7 @@ fn ranking_spec_errors() {
             "the tolerance must be a number ≥ 0",
         ),
     ] {
-        let path = dir.path().join("r.yaml");
-        std::fs::write(
-            &path,
-            format!("exercise: {ID}\ncriteria:\n  - id: x\n    title: {{zh: x, en: x}}\n    check: {yaml}\n"),
-        )
-        .unwrap();
-        let err = Rubric::load(&path, &ex).unwrap_err().to_string();
+        let err = L.rubric_error(yaml);
         assert!(err.contains(msg), "{err}");
     }
 }
@@ -758,8 +737,6 @@ fn per_call_reads_the_recorded_self_time_and_the_speed_up() {
 
 #[test]
 fn profiler_spec_errors() {
-    let ex = L.exercise();
-    let dir = tempfile::tempdir().unwrap();
     for (yaml, msg) in [
         (
             "{phase: {stream: s, phase: warm, min: 1}}",
@@ -774,13 +751,7 @@ fn profiler_spec_errors() {
             "give at least one of min / max",
         ),
     ] {
-        let path = dir.path().join("r.yaml");
-        std::fs::write(
-            &path,
-            format!("exercise: {ID}\ncriteria:\n  - id: x\n    title: {{zh: x, en: x}}\n    check: {yaml}\n"),
-        )
-        .unwrap();
-        let err = Rubric::load(&path, &ex).unwrap_err().to_string();
+        let err = L.rubric_error(yaml);
         assert!(err.contains(msg), "{yaml}: {err}");
     }
 }

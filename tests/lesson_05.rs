@@ -8,12 +8,11 @@ mod support;
 use grade::checks::break_even::break_even;
 use grade::checks::{self, evaluate, Env, Status};
 use grade::observations::{Event, Evidence, Observations};
-use grade::spec::rubric::Check;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
-use support::lesson::{root, sorted, Lesson};
+use support::lesson::{check, root, sorted, Lesson};
 
 const ID: &str = "05-compile";
 const L: Lesson = Lesson(ID);
@@ -53,17 +52,6 @@ fn break_even_is_the_smallest_n_by_brute_force() {
             }
         }
     }
-}
-
-fn check(yaml: &str) -> Check {
-    #[derive(serde::Deserialize)]
-    struct W {
-        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
-        check: Check,
-    }
-    serde_yaml::from_str::<W>(&format!("check: {yaml}"))
-        .unwrap()
-        .check
 }
 
 fn case(e: f64, f: f64, c: f64, answer: Value) -> Event {

@@ -1,32 +1,17 @@
 //! Pure-Rust tests of the rubric engine: each check kind on hand-made and recorded observations.
 //! Fast and exact: no Python, no timing.
+mod support;
 use grade::checks::{self, close, evaluate, Env, Status};
 use grade::i18n::Text;
 use grade::observations::{Event, Evidence, Observations, ProbeRecord};
 use grade::runner::Device;
 use grade::spec::rubric::{Check, TraceSpec};
-use grade::spec::{Exercise, Rubric};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use support::lesson::{check, Lesson};
 use tch::{Kind, Tensor};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn exercise() -> Exercise {
-    Exercise::load(&root().join("exercises/04-checkpoint")).unwrap()
-}
-
-fn rubric(ex: &Exercise) -> Rubric {
-    Rubric::load(&root().join("rubrics/04-checkpoint.yaml"), ex).unwrap()
-}
-
-fn recorded(name: &str) -> Observations {
-    let path = root().join(format!("tests/recorded/04-checkpoint.{name}.json"));
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+const L: Lesson = Lesson("04-checkpoint");
 
 fn with_metrics(pairs: &[(&str, serde_json::Value)]) -> Evidence {
     let mut ev = Evidence::default();
@@ -36,19 +21,8 @@ fn with_metrics(pairs: &[(&str, serde_json::Value)]) -> Evidence {
     ev
 }
 
-fn check(yaml: &str) -> Check {
-    #[derive(serde::Deserialize)]
-    struct W {
-        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
-        check: Check,
-    }
-    serde_yaml::from_str::<W>(&format!("check: {yaml}"))
-        .unwrap()
-        .check
-}
-
 fn run(check_yaml: &str, ev: &Evidence) -> checks::Outcome {
-    let ex = exercise();
+    let ex = L.exercise();
     evaluate(
         &check(check_yaml),
         &Env {
@@ -946,7 +920,7 @@ fn count_compares_with_model_references() {
     e.obs
         .traces
         .insert("s".into(), (0..8).map(|_| Event::new("ckpt")).collect());
-    let ex = exercise();
+    let ex = L.exercise();
     let spec: TraceSpec =
         serde_yaml::from_str("{stream: s, count: ckpt, equals: $model.n_blocks}").unwrap();
     let out = evaluate(
@@ -1100,8 +1074,8 @@ fn all_needs_every_part() {
 
 /// Every verdict of lesson 04's rubric on recorded observations (no tensors), on `device`.
 fn verdicts_recorded(obs: Observations, device: Device) -> Vec<checks::Verdict> {
-    let ex = exercise();
-    let r = rubric(&ex);
+    let ex = L.exercise();
+    let r = L.rubric(&ex);
     let ev = Evidence {
         obs,
         tensors: BTreeMap::new(),
@@ -1143,7 +1117,7 @@ const NON_TENSOR: [&str; 13] = [
 
 #[test]
 fn recorded_solution_run_passes_every_non_tensor_criterion() {
-    let v = grade_recorded(recorded("solution"));
+    let v = grade_recorded(L.recorded("solution"));
     for id in NON_TENSOR {
         assert_eq!(v[id], Status::Pass, "{id}");
     }
@@ -1153,7 +1127,7 @@ fn recorded_solution_run_passes_every_non_tensor_criterion() {
 
 #[test]
 fn recorded_solution_with_a_patched_clock_fails_integrity() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.metrics
         .insert("integrity.tampered".into(), json!("time.perf_counter"));
     assert_eq!(grade_recorded(obs)["instruments_intact"], Status::Fail);
@@ -1161,7 +1135,7 @@ fn recorded_solution_with_a_patched_clock_fails_integrity() {
 
 #[test]
 fn recorded_solution_with_a_second_checkpoint_per_block_fails_granularity() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     for e in obs.traces.get_mut("forwards.numerics").unwrap() {
         if e.fields["checkpointing"] == true {
             e.fields.insert("ckpt".into(), json!(8));
@@ -1175,7 +1149,7 @@ fn recorded_solution_with_a_second_checkpoint_per_block_fails_granularity() {
 
 #[test]
 fn recorded_starter_run_fails_everything_it_touches() {
-    let v = grade_recorded(recorded("starter"));
+    let v = grade_recorded(L.recorded("starter"));
     for (id, status) in &v {
         let expect = match id.as_str() {
             "peak_memory_drops" => Status::Skip,
@@ -1188,10 +1162,10 @@ fn recorded_starter_run_fails_everything_it_touches() {
 
 #[test]
 fn a_failed_run_fails_every_criterion_with_its_reason() {
-    let ex = exercise();
-    let r = rubric(&ex);
+    let ex = L.exercise();
+    let r = L.rubric(&ex);
     let ev = Evidence {
-        obs: recorded("solution"),
+        obs: L.recorded("solution"),
         tensors: BTreeMap::new(),
         run_failure: Some(Text::same("the submission timed out")),
     };
@@ -1213,7 +1187,7 @@ fn a_failed_run_fails_every_criterion_with_its_reason() {
 
 #[test]
 fn cuda_only_criteria_apply_on_cuda() {
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     obs.metrics
         .insert("memory.off.peak_bytes".into(), json!(1000));
     obs.metrics
@@ -1270,7 +1244,7 @@ fn a_cached_second_run_is_not_a_second_measurement() {
 fn a_thread_started_while_graded_is_a_finding_of_the_audit() {
     // the driver sends it as it happens (`integrity.thread.<line>`); the pipeline merges it
     // into the static findings, in line order, and the integrity criterion names its line
-    let mut obs = recorded("solution");
+    let mut obs = L.recorded("solution");
     assert_eq!(obs.audit, Some(json!([])));
     let finding = |line: u64| {
         json!({"line": line, "col": 0, "code": "threads", "what": "thread started",

@@ -48,7 +48,6 @@ import statistics
 import time
 
 import torch
-from safetensors.torch import load_file
 
 from course import Config
 
@@ -179,7 +178,7 @@ class Lesson:
     def __init__(self, ctx):
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        inputs = load_file(ctx.job["inputs"])
+        inputs = ctx.inputs()
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
         self.batch = {
             "idx": inputs["batch/idx"].to(self.device),

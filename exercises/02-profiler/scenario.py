@@ -76,7 +76,6 @@ import torch
 import torch.autograd.profiler as _autograd_profiler
 import torch.autograd.profiler_util as _profiler_util
 import torch.profiler.profiler as _torch_profiler
-from safetensors.torch import load_file
 
 from course import Config, TinyGPT
 
@@ -620,7 +619,7 @@ class Lesson:
         self.ctx = ctx
         self.device = torch.device(ctx.device)
         self.cuda = self.device.type == "cuda"
-        inputs = load_file(ctx.job["inputs"])
+        inputs = ctx.inputs()
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
         self.batch = {
             "idx": inputs["batch/idx"].to(self.device),

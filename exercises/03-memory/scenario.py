@@ -56,7 +56,6 @@ import weakref
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
 
 from course import Config
 from course.model import TinyGPT, _plain_blocks
@@ -327,7 +326,7 @@ class Setup:
     def __init__(self, ctx):
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        inputs = load_file(ctx.job["inputs"])
+        inputs = ctx.inputs()
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
         self.batch = _lm_batch(inputs["batch/idx"].to(self.device), inputs["batch/targets"].to(self.device))
         m = ctx.model_cfg  # drawn from the seed in Rust (exercise.yaml model_draw)

@@ -21,7 +21,6 @@ training step (forward, loss, backward done) and the inputs it ran on.
 import statistics
 
 import torch
-from safetensors.torch import load_file
 
 from course import Config
 
@@ -36,7 +35,7 @@ class Lesson:
     def __init__(self, ctx):
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        inputs = load_file(ctx.job["inputs"])
+        inputs = ctx.inputs()
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
         self.batch = {
             "idx": inputs["batch/idx"].to(self.device),

@@ -48,7 +48,6 @@ import statistics
 import types
 
 import torch
-from safetensors.torch import load_file
 from torch.multiprocessing.reductions import StorageWeakRef as _StorageWeakRef
 
 from course import Config, TinyGPT
@@ -453,7 +452,7 @@ class Lesson:
     def __init__(self, ctx):
         self.ctx = ctx
         self.device = torch.device(ctx.device)
-        inputs = load_file(ctx.job["inputs"])
+        inputs = ctx.inputs()
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
         self.idx = inputs["batch/idx"].to(self.device)
         self.rng = random.Random(ctx.seed)

@@ -42,7 +42,6 @@ import statistics
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from torch.profiler import ProfilerActivity, profile as _profile
 
 from course import Config, TinyGPT
@@ -87,7 +86,7 @@ class Lesson:
         self.ctx = ctx
         self.p = ctx.params
         self.device = torch.device(ctx.device)
-        inputs = load_file(ctx.job["inputs"])
+        inputs = ctx.inputs()
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
         self.idx = inputs["batch/idx"].to(self.device)
         self.targets = inputs["batch/targets"].to(self.device)

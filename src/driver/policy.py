@@ -159,6 +159,8 @@ def configure(policy, files):
         _HINTS[prefix] = (hint.get("zh", ""), hint.get("en", ""))
     _SUBMISSION_FILES.clear()
     _SUBMISSION_FILES.update(files)
+    if _RULES:
+        _hold_every_route()
     _guard_enum_factory()
     _SUBST_IDS.clear()
     _DENIED_IDS.clear()
@@ -673,10 +675,79 @@ _BLOCKED_PATHS = ("/proc", "/dev", "/sys")
 def _safe_open(file, mode="r", *args, **kwargs):
     if not isinstance(file, (str, bytes, os.PathLike)):
         refuse("open(fd)", "只能按路径打开文件", "files are opened by path")
+    _refuse_blocked(file)
+    return _real_open(file, mode, *args, **kwargs)
+
+
+def _refuse_blocked(file):
     path = os.path.realpath(os.fsdecode(file))
     if path.startswith(_BLOCKED_PATHS):
         refuse(f"open({path!r})", "不能打开进程或设备文件", "process and device files cannot be opened")
-    return _real_open(file, mode, *args, **kwargs)
+
+
+# Python's audit events for a new process (`multiprocessing`'s fork start, `subprocess`, `os`'s).
+_PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn",
+                             "os.system", "subprocess.Popen"})
+
+
+def _started_for_submission(frame):
+    """A process started with the submission's code on the stack, through any library (torch's
+    DataLoader workers are forks of this process that run the submission's dataset), except the
+    compiler's own builds (torch.compile's inductor runs g++ for a kernel) and the standard
+    library's query of the machine (`platform.processor()` runs `uname -p`)."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name in _SUBMISSION_FILES:
+            return True
+        if "/torch/_inductor/" in name or "/torch/_dynamo/" in name or name.endswith("/platform.py"):
+            return False
+        frame = frame.f_back
+    return False
+
+
+_AUDIT_ON = [False]
+
+
+def _audit(event, args):
+    """The course's Python on the routes no name in the submission shows, held in Python's audit
+    hook (`sys.addaudithook`: not in the course's Python, and once added never removed; one set
+    lookup for any other event): new processes, and files opened by path."""
+    if event in _PROCESS_EVENTS:
+        if _started_for_submission(sys._getframe(1)):
+            refuse(f"{event} (a new process)",
+                   "评分期间不能启动进程（包括 DataLoader 的 num_workers > 0）：别的进程里做的事评分器看不到，"
+                   "还会和被计时的工作抢 CPU；请在本进程里完成（num_workers=0）",
+                   "no process may be started while being graded (DataLoader's num_workers > 0 "
+                   "included): work in another process is out of the grader's sight and competes "
+                   "with the timed work for the CPU; do it in this process (num_workers=0)")
+        return
+    if event == "open":
+        _open_audit(args, sys._getframe(1))
+
+
+def _open_audit(args, caller):
+    """Every route to a file by path (Python's `open` event: `io.open`, `os.open`, `FileIO`, and so
+    the standard library's and numpy's openers: `logging.FileHandler`, `numpy.fromfile`, …) is held
+    to the rule of the submission's own `open` when it is made on the submission's behalf
+    (`attributed`): no process or device files — the process's memory and descriptors are
+    reachable by path (`/proc/self/mem`, `/proc/self/fd/N`; red team 14 opened them through
+    `logging.FileHandler(path, mode="rb")`)."""
+    file = args[0]
+    if not isinstance(file, (str, bytes, os.PathLike)):
+        return
+    attribution = sys.modules.get("grade_attribution")
+    if attribution is not None:
+        mine = attribution.attributed(caller) is not None
+    else:
+        mine = _line() != 0
+    if mine:
+        _refuse_blocked(file)
+
+
+def _hold_every_route():
+    if not _AUDIT_ON[0]:
+        _AUDIT_ON[0] = True
+        sys.addaudithook(_audit)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -192,6 +192,9 @@ class Ctx:
         self._next_stream = 0
         self._trace = None
         self._trace_sid = None
+        # the grader's weights and batch, read before the submission exists (see `inputs`)
+        with open(job["inputs"], "rb") as f:
+            self._inputs = f.read()
         self.params = job["params"]
         self.model_cfg = job["model"]
         self.device = job["device"]
@@ -227,6 +230,15 @@ class Ctx:
         # order, and each probe's start (since the driver began), length and recording time
         self.stage_s = {}
         self.probe_times = []
+
+    def inputs(self):
+        """The grader's weights and batch (`inputs.safetensors`), fresh tensors on every call, as the
+        file was before the submission was imported: read once at set-up, so nothing the run does
+        to the file afterwards (its folder is read-only to the run as well) reaches a scenario
+        (red team 14 rewrote it during its import, shrinking the work)."""
+        from safetensors.torch import load
+
+        return load(self._inputs)
 
     # -- observations -------------------------------------------------------------------------
     @property

@@ -156,13 +156,14 @@ impl PythonExecutor {
         })
     }
 
-    /// What one run may read and write.
-    fn policy(&self, req: &RunRequest, tmp: &Path, extra_write: &[PathBuf]) -> sandbox::Policy {
+    /// What one run may read (its folder `tmp` among the rest) and write (`writable`: the
+    /// submission's folder, out/, the compile cache).
+    fn policy(&self, req: &RunRequest, tmp: &Path, writable: &[PathBuf]) -> sandbox::Policy {
         let mut read = self.prefixes().to_vec();
         read.push(req.course_path.clone());
         read.push(req.exercise.dir.clone());
-        let mut write = vec![tmp.to_path_buf()];
-        write.extend(extra_write.iter().cloned());
+        read.push(tmp.to_path_buf());
+        let write = writable.to_vec();
         sandbox::Policy { read, write }
     }
 }
@@ -248,9 +249,12 @@ fn sandbox_on() -> bool {
 }
 
 /// One run laid out on disk, ready to start: its own folder (driver, lib, submission, inputs,
-/// job.json), the environment, the limits, what it may touch, and its nonce.
+/// job.json: the grader's, read-only to the run), the submission's folder inside it (`work/`: its
+/// working directory, HOME and TMPDIR), the environment, the limits, what it may touch, and its
+/// nonce.
 pub(crate) struct Staged {
     pub dir: tempfile::TempDir,
+    pub work: PathBuf,
     pub driver: PathBuf,
     pub job: PathBuf,
     /// Set on top of `BASE_ENV`.
@@ -278,6 +282,11 @@ impl PythonExecutor {
         let tmp = dir.path();
         let out_dir = tmp.join("out");
         std::fs::create_dir(&out_dir).context("creating out/")?;
+        // What the run may write: its own folder, not the grader's files beside it (a submission
+        // that rewrote inputs.safetensors during its import shrank the work the scenario then
+        // loaded; red team 14)
+        let work = tmp.join("work");
+        std::fs::create_dir(&work).context("creating work/")?;
         let submission = tmp.join("submission.py");
         std::fs::copy(req.submission, &submission).with_context(|| {
             format!(
@@ -328,14 +337,17 @@ impl PythonExecutor {
             }
             None => None,
         };
+        if compile_cache.is_none() {
+            std::fs::create_dir_all(&own_cache).context("creating the run's compile cache")?;
+        }
         let mut env: Vec<(String, String)> = vec![
-            ("HOME".into(), tmp.display().to_string()),
-            ("TMPDIR".into(), tmp.display().to_string()),
+            ("HOME".into(), work.display().to_string()),
+            ("TMPDIR".into(), work.display().to_string()),
             (
                 "TORCHINDUCTOR_CACHE_DIR".into(),
                 compile_cache
                     .clone()
-                    .unwrap_or(own_cache)
+                    .unwrap_or_else(|| own_cache.clone())
                     .display()
                     .to_string(),
             ),
@@ -350,9 +362,11 @@ impl PythonExecutor {
             file_bytes: Some(1 << 30),
             rss_bytes: ex.memory_mb.map(|m| m << 20),
         };
-        let policy = sandbox_on().then(|| self.policy(req, tmp, compile_cache.as_slice()));
+        let writable = [work.clone(), out_dir, compile_cache.unwrap_or(own_cache)];
+        let policy = sandbox_on().then(|| self.policy(req, tmp, &writable));
         Ok(Staged {
             dir,
+            work,
             driver,
             job: job_path,
             env,
@@ -377,13 +391,12 @@ impl Executor for PythonExecutor {
         let t = std::time::Instant::now();
         let staged = self.stage(req, None)?;
         let stage_s = t.elapsed().as_secs_f64();
-        let tmp = staged.dir.path();
         let mut cmd = Command::new(&self.python);
         cmd.arg("-I")
             .arg("-B")
             .arg(&staged.driver)
             .arg(&staged.job)
-            .current_dir(tmp)
+            .current_dir(&staged.work)
             .env_clear()
             .envs(BASE_ENV)
             .envs(staged.env.iter().map(|(k, v)| (k, v)));

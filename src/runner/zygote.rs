@@ -225,7 +225,7 @@ impl ZygoteExecutor {
             "id": id,
             "job": staged.job,
             "nonce": staged.nonce,
-            "dir": staged.dir.path(),
+            "dir": staged.work,
             "env": env,
             "limits": {"data": staged.limits.data_bytes, "fsize": staged.limits.file_bytes},
             "landlock": staged.policy.is_some() && sandbox::landlock_abi() > 0,

@@ -368,3 +368,33 @@ pub fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A rubric check written as YAML (`{ratio: {num: a, den: b, min: 1}}`), read as a rubric's
+/// `check:` is.
+pub fn check(yaml: &str) -> grade::spec::rubric::Check {
+    #[derive(serde::Deserialize)]
+    struct W {
+        #[serde(with = "serde_yaml::with::singleton_map_recursive")]
+        check: grade::spec::rubric::Check,
+    }
+    serde_yaml::from_str::<W>(&format!("check: {yaml}"))
+        .unwrap()
+        .check
+}
+
+impl Lesson {
+    /// The error loading this lesson's rubric gives when it holds one criterion whose `check:`
+    /// is this YAML (a rubric's spec errors, tested per check kind).
+    pub fn rubric_error(&self, check_yaml: &str) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.yaml");
+        let id = self.0;
+        let text = format!(
+            "exercise: {id}\ncriteria:\n  - id: x\n    title: {{zh: x, en: x}}\n    check: {check_yaml}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        Rubric::load(&path, &self.exercise())
+            .unwrap_err()
+            .to_string()
+    }
+}
