@@ -419,6 +419,23 @@ fn whole_block_averages_are_named() {
         .contains("timed as one block and divided"));
 }
 
+/// Red team 15: a compiled model that no backend compiled (a compiler stance, dynamo's cache
+/// limits at 0) is no compiled model, however slow its first call was made to look.
+#[test]
+fn a_compiled_model_nothing_compiled_fails() {
+    let mut obs = L.recorded("solution");
+    set(&mut obs, "real.compiles_during", json!(0));
+    let v = grade_obs(obs);
+    assert_eq!(v["compiled_first_call_slow"].0, Status::Fail);
+    assert!(
+        v["compiled_first_call_slow"]
+            .1
+            .contains("real.compiles_during"),
+        "{}",
+        v["compiled_first_call_slow"].1
+    );
+}
+
 #[test]
 fn nanosecond_rounding_passes_and_a_wrong_value_fails() {
     let mut obs = L.recorded("solution");

@@ -690,19 +690,42 @@ _PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.exec
                              "os.system", "subprocess.Popen"})
 
 
-def _started_for_submission(frame):
-    """A process started with the submission's code on the stack, through any library (torch's
-    DataLoader workers are forks of this process that run the submission's dataset), except the
-    compiler's own builds (torch.compile's inductor runs g++ for a kernel) and the standard
-    library's query of the machine (`platform.processor()` runs `uname -p`)."""
+def _process_refused(frame):
+    """Any new process while the course's Python is in force, whoever's frames start it (torch's
+    DataLoader workers are forks of this process running what the submission handed it: a
+    callable of the submission's may run under torch's frames, red team 15), except the
+    compiler's own builds (torch.compile's inductor runs g++ and its worker pool) and the standard
+    library's query of the machine (`platform.processor()` runs `uname -p`). The grader starts
+    none."""
     while frame is not None:
         name = frame.f_code.co_filename
-        if name in _SUBMISSION_FILES:
-            return True
         if "/torch/_inductor/" in name or "/torch/_dynamo/" in name or name.endswith("/platform.py"):
             return False
         frame = frame.f_back
-    return False
+    return True
+
+
+# What of a process's own /proc entry (`/proc/<pid>/X`, `/proc/<pid>/task/<tid>/X`) may be opened at
+# all: its statistics. Not its memory (`mem`, `pagemap`), its descriptors (`fd/N`: the results
+# pipe), its environment: those by path would hand any reader the grader's secrets, by whoever's
+# frames (red team 15 read /proc/self/mem through numpy.fromfile as a DataLoader's collate_fn).
+_PROC_STATISTICS = frozenset({"schedstat", "stat", "statm", "status", "sched", "io", "limits",
+                              "cgroup", "cpuset", "comm", "cmdline", "maps", "smaps",
+                              "smaps_rollup", "numa_maps", "mountinfo", "mounts", "oom_score"})
+
+
+def _process_file(path):
+    """A file of a process's own /proc entry other than its statistics, or shared memory
+    (`/dev/shm`: it outlives the run, a channel between runs)."""
+    if path == "/dev/shm" or path.startswith("/dev/shm/"):
+        return True
+    parts = path.split("/")
+    if len(parts) < 3 or parts[1] != "proc" or not parts[2].isdigit():
+        return False
+    rest = parts[3:]
+    if len(rest) >= 2 and rest[0] == "task" and rest[1].isdigit():
+        rest = rest[2:]
+    return not (len(rest) == 1 and rest[0] in _PROC_STATISTICS)
 
 
 _AUDIT_ON = [False]
@@ -713,7 +736,7 @@ def _audit(event, args):
     hook (`sys.addaudithook`: not in the course's Python, and once added never removed; one set
     lookup for any other event): new processes, and files opened by path."""
     if event in _PROCESS_EVENTS:
-        if _started_for_submission(sys._getframe(1)):
+        if _process_refused(sys._getframe(1)):
             refuse(f"{event} (a new process)",
                    "评分期间不能启动进程（包括 DataLoader 的 num_workers > 0）：别的进程里做的事评分器看不到，"
                    "还会和被计时的工作抢 CPU；请在本进程里完成（num_workers=0）",
@@ -727,14 +750,18 @@ def _audit(event, args):
 
 def _open_audit(args, caller):
     """Every route to a file by path (Python's `open` event: `io.open`, `os.open`, `FileIO`, and so
-    the standard library's and numpy's openers: `logging.FileHandler`, `numpy.fromfile`, …) is held
-    to the rule of the submission's own `open` when it is made on the submission's behalf
-    (`attributed`): no process or device files — the process's memory and descriptors are
-    reachable by path (`/proc/self/mem`, `/proc/self/fd/N`; red team 14 opened them through
+    the standard library's and numpy's openers: `logging.FileHandler`, `numpy.fromfile`, …): the
+    process's memory, descriptors and environment by no one (`_process_file`), and the rule of the
+    submission's own `open` (no `/proc`, `/dev`, `/sys`) when it is made on the submission's
+    behalf (`attributed`; red team 14 opened `/proc/self/...` through
     `logging.FileHandler(path, mode="rb")`)."""
     file = args[0]
     if not isinstance(file, (str, bytes, os.PathLike)):
         return
+    path = os.path.realpath(os.fsdecode(file))
+    if _process_file(path):
+        refuse(f"open({path!r})", "不能打开进程的内存、文件描述符、环境或共享内存",
+               "a process's memory, descriptors and environment, and shared memory, cannot be opened")
     attribution = sys.modules.get("grade_attribution")
     if attribution is not None:
         mine = attribution.attributed(caller) is not None
