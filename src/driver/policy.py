@@ -675,12 +675,12 @@ _BLOCKED_PATHS = ("/proc", "/dev", "/sys")
 def _safe_open(file, mode="r", *args, **kwargs):
     if not isinstance(file, (str, bytes, os.PathLike)):
         refuse("open(fd)", "只能按路径打开文件", "files are opened by path")
-    _refuse_blocked(file)
+    _refuse_blocked(os.path.realpath(os.fsdecode(file)))
     return _real_open(file, mode, *args, **kwargs)
 
 
-def _refuse_blocked(file):
-    path = os.path.realpath(os.fsdecode(file))
+def _refuse_blocked(path):
+    """`path`, resolved (`os.path.realpath`): no process or device files."""
     if path.startswith(_BLOCKED_PATHS):
         refuse(f"open({path!r})", "不能打开进程或设备文件", "process and device files cannot be opened")
 
@@ -768,7 +768,7 @@ def _open_audit(args, caller):
     else:
         mine = _line() != 0
     if mine:
-        _refuse_blocked(file)
+        _refuse_blocked(path)
 
 
 def _hold_every_route():
