@@ -123,6 +123,7 @@ def run_job(job_path, nonce):
     torch.set_num_threads(int(job.get("threads", 1)))
     torch.manual_seed(job["seed"])
     instruments._profiler_without_inductor(torch)
+    instruments._dynamo_on_demand(torch)
     attribution.know_torch(torch)
     ctx = attribution._ctx = recorder.Ctx(job, nonce, recorder._Channel(job["results_fd"], nonce))
     ctx.stage_s = stage_s

@@ -3,7 +3,8 @@
 Part of grade's Python driver (driver.py loads it beside itself as `grade_instruments`). It owns
 the checkpoint counter, the observed saved-tensors hooks, every clock the submission may time with
 (each read a `timer` event with the value it returned), `empty_cache`, thread starts on the
-submission's behalf (runtime audit findings), CUDA events, the profiler's inductor probe, and
+submission's behalf (runtime audit findings), CUDA events, the profiler's inductor probe, the
+torch._dynamo stand-in (dynamo imported when something needs it, not by eager optimizers), and
 `_instrument`, which installs them all and returns what `_Watch` verifies.
 """
 import gc as _gc_module
@@ -330,3 +331,155 @@ def _profiler_without_inductor(torch):
         return lazy(name)
 
     torch.__getattr__ = __getattr__
+
+
+# `_dynamo_on_demand`: the imports that bring the real torch._dynamo in first (torch's own modules,
+# and the compilers it imports: dynamo may be their import-time dependency, as an `import
+# torch._dynamo` statement would have made it); but the ones torch imports lazily in an eager
+# run (the profiler's first start, a `with torch.device(...)`) and dynamo's settings module.
+_DYNAMO_AFTER = ("torch.", "functorch", "triton")
+_EAGER_LAZY_MODULES = frozenset({"torch._dynamo.config", "torch.profiler._cupti_monitor", "torch.utils._device"})
+
+
+def _uncompiled(fn, recursive, kwargs, state):
+    """What the stand-in's `disable(fn)` hands back: `fn` itself until the real dynamo is loaded,
+    then the real `disable(fn)`. An entry (`_entry`): the submission may call it (wrapped by
+    `torch.compiler.disable`), as it may call torch's own wrapper; its frame is the driver's, which
+    lesson 04's checkpoint regions join as they join torch's (`lib/steps.py`)."""
+    made = []
+
+    @_entry
+    def uncompiled(*args, **kw):
+        if state["real"] is None:
+            return fn(*args, **kw)
+        if not made:
+            made.append(state["real"].disable(fn, recursive, **kwargs))
+        return made[0](*args, **kw)
+
+    return uncompiled
+
+
+def _dynamo_on_demand(torch):
+    """torch._dynamo (~900 modules, 0.75 s of a cold grading) imported when something needs it,
+    not when torch's optimizers and checkpoint() touch it in eager code: every `optimizer.step()`
+    runs `import torch._dynamo; torch._dynamo.graph_break()`, every `torch._disable_dynamo`
+    function (an optimizer's `zero_grad`, `checkpoint`) asks `torch._dynamo.disable(fn)` on its
+    first call, and every non-reentrant checkpoint reads `torch._dynamo.config`. Outside a
+    compiled region the first is a no-op and the second's function runs as itself; the third is a
+    leaf module of settings. Until something asks for anything else, `torch._dynamo` is a
+    stand-in that answers those three: `graph_break` does nothing, `disable(fn)` hands back a
+    function that calls `fn` (or, once the real dynamo is loaded, the real `disable(fn)`), and
+    `config` is the real settings module, imported alone. Any other attribute, and the import of
+    a torch module not yet loaded (`_DYNAMO_AFTER`, less `_EAGER_LAZY_MODULES`: so whatever torch
+    imports for torch.compile, export or a module of dynamo's own finds dynamo loaded first, in
+    the order an `import torch._dynamo` would have given), imports the real package in its place; the
+    `disable(fn)` results torch cached (`fn.__dynamo_disable`) are then replaced by the real
+    ones. Not installed when dynamo is already loaded (the zygote imports it)."""
+    import functools
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    import types
+    import weakref
+
+    if "torch._dynamo" in sys.modules or "_dynamo" in torch.__dict__:
+        return
+    spec = importlib.util.find_spec("torch._dynamo")
+    state = {"real": None, "loading": False}
+    # fn -> (recursive, kwargs, the stand-in's function) for every disable(fn): nothing kept alive
+    handed = weakref.WeakKeyDictionary()
+
+    def real():
+        if state["real"] is None and not state["loading"]:
+            state["loading"] = True
+            try:
+                if sys.modules.get("torch._dynamo") is stand_in:
+                    del sys.modules["torch._dynamo"]
+                if torch.__dict__.get("_dynamo") is stand_in:
+                    del torch.__dict__["_dynamo"]
+                module = importlib.import_module("torch._dynamo")
+                for fn, (recursive, kwargs, mine) in list(handed.items()):
+                    mine = mine()
+                    if mine is not None and getattr(fn, "__dynamo_disable", None) is mine:
+                        fn.__dynamo_disable = module.disable(fn, recursive, **kwargs)
+                state["real"] = module
+            finally:
+                state["loading"] = False
+                sys.meta_path[:] = [f for f in sys.meta_path if f is not finder]
+        return state["real"] or sys.modules["torch._dynamo"]
+
+    class _StandIn(types.ModuleType):
+        def __getattr__(self, name):
+            if name == "config":
+                # the settings alone: a leaf module (torch.utils._config_module), which the
+                # package adopts when it is imported
+                return importlib.import_module("torch._dynamo.config")
+            return getattr(real(), name)
+
+    def graph_break(*args, **kwargs):
+        if state["real"] is not None:
+            return state["real"].graph_break(*args, **kwargs)
+        return None
+
+    def disable(fn=None, recursive=True, **kwargs):
+        if state["real"] is not None:
+            return state["real"].disable(fn, recursive, **kwargs)
+        if fn is None:
+            return functools.partial(disable, recursive=recursive, **kwargs)
+        uncompiled = functools.update_wrapper(_uncompiled(fn, recursive, kwargs, state), fn)
+        try:
+            handed[fn] = (recursive, kwargs, weakref.ref(uncompiled))
+        except TypeError:  # (not weakly referable: nothing torch caches on it)
+            pass
+        return uncompiled
+
+    class _DynamoFirst:
+        """The loader of a module of `_DYNAMO_AFTER` imported while the stand-in serves: the real
+        dynamo is imported first; if that imported this module too (dynamo and inductor import
+        each other), the module it made is the import's result, not a second copy."""
+
+        def __init__(self, inner):
+            self.inner = inner
+            self.made = None
+
+        def create_module(self, spec):
+            real()
+            module = sys.modules.get(spec.name)
+            if module is not None:
+                self.made = (module, getattr(module, "__spec__", None))
+                return module
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            if self.made is not None and self.made[0] is module:
+                module.__spec__ = self.made[1]  # (the import machinery set ours on it)
+                return
+            module.__spec__.loader = self.inner
+            self.inner.exec_module(module)
+
+        def __getattr__(self, name):  # the source loader's other methods (resources, code)
+            return getattr(self.inner, name)
+
+    class _Finder:
+        """A module of `_DYNAMO_AFTER` not yet loaded (not `_EAGER_LAZY_MODULES`): loaded after
+        the real dynamo (`_DynamoFirst`)."""
+
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if state["real"] is not None or state["loading"] or not name.startswith(_DYNAMO_AFTER) \
+                    or name in _EAGER_LAZY_MODULES:
+                return None
+            found = importlib.machinery.PathFinder.find_spec(name, path)
+            if found is None or found.loader is None:  # (no module: the policy's lookups try names)
+                return None
+            found.loader = _DynamoFirst(found.loader)
+            return found
+
+    stand_in = _StandIn("torch._dynamo")
+    stand_in.__path__ = list(spec.submodule_search_locations)
+    stand_in.graph_break = graph_break
+    stand_in.disable = disable
+    finder = _Finder()
+    sys.meta_path.insert(0, finder)
+    sys.modules["torch._dynamo"] = stand_in
+    torch._dynamo = stand_in
