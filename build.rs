@@ -1,6 +1,8 @@
 //! Link the `grade` binary against libtorch found the same way torch-sys finds it, and bake an
-//! rpath so the binary runs without LD_LIBRARY_PATH. `--no-as-needed -ltorch` keeps libtorch_cuda
-//! loaded (and CUDA visible) even though no symbol of it is referenced directly.
+//! rpath so the binary runs without LD_LIBRARY_PATH. Only libtorch's CPU half is linked (no symbol
+//! of libtorch_cuda is referenced, and the linker's `--as-needed` drops it): `main` loads
+//! libtorch_cuda itself where an NVIDIA driver is installed (`device::load_cuda_runtime`), so a
+//! machine without one does not pay for loading the CUDA libraries at every start.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -29,8 +31,5 @@ fn main() {
     if let Some(lib) = torch_lib_dir() {
         println!("cargo:rustc-link-arg=-Wl,-rpath={}", lib.display());
         println!("cargo:rustc-link-search=native={}", lib.display());
-        println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
-        println!("cargo:rustc-link-arg=-ltorch");
-        println!("cargo:rustc-link-arg=-Wl,--as-needed");
     }
 }

@@ -322,7 +322,9 @@ impl DeviceArg {
         match self {
             DeviceArg::Cpu => Ok(Device::Cpu),
             DeviceArg::Cuda if cuda() => Ok(Device::Cuda),
-            DeviceArg::Cuda => Err(GradeError::NoCuda),
+            DeviceArg::Cuda => Err(GradeError::NoCuda {
+                why: crate::device::load_cuda_runtime().to_string(),
+            }),
             DeviceArg::Auto => Ok(if cuda() { Device::Cuda } else { Device::Cpu }),
         }
     }

@@ -34,8 +34,8 @@ pub enum GradeError {
     #[error("course root not found (a folder with exercises/ and rubrics/); run grade inside the repository or set GRADE_ROOT")]
     RootNotFound,
 
-    #[error("--device cuda requested but CUDA is not available to libtorch on this machine; use --device cpu or auto")]
-    NoCuda,
+    #[error("--device cuda requested but CUDA is not available to libtorch on this machine: {why}; use --device cpu or auto")]
+    NoCuda { why: String },
 
     #[error(transparent)]
     Notebook(#[from] NotebookError),

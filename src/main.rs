@@ -11,6 +11,7 @@ use grade::selftest::{self, CheckOptions};
 use std::io::IsTerminal;
 
 fn main() {
+    grade::device::load_cuda_runtime();
     let cli = Cli::parse();
     // `--format gradescope|prairielearn`: the platform reads stdout even when grading fails
     let platform = match &cli.command {

@@ -199,3 +199,59 @@ fn nan_measurements_fail_only_the_criteria_that_use_them() {
     );
     assert!(why(&g.report, "compare_time_agrees").contains("is not a number: \"nan\""));
 }
+
+/// libtorch_cuda is loaded only where an NVIDIA driver is (`device::load_cuda_runtime`): a
+/// stand-in `libcuda.so.1` (an empty library, built here with the C compiler set-up requires)
+/// makes `grade` load the real libtorch_cuda.so after libtorch's CPU half, and a grading on the
+/// CPU still passes; `--device cuda` without CUDA says which of the two it found (exit 2).
+#[test]
+fn libtorch_cuda_is_loaded_only_with_a_driver_and_grading_works_either_way() {
+    let fake = tempfile::tempdir().unwrap();
+    let src = fake.path().join("f.c");
+    std::fs::write(&src, "int grade_test_not_a_driver(void) { return 0; }\n").unwrap();
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(fake.path().join("libcuda.so.1"))
+        .arg(&src)
+        .status()
+        .expect("a C compiler (cc), as ./setup.sh needs");
+    assert!(built.success());
+    let run = |driver: bool, device: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_grade"));
+        cmd.args([
+            "exercise",
+            "03-memory",
+            "--solution",
+            "--seed",
+            "1",
+            "--device",
+            device,
+        ])
+        .env("GRADE_ROOT", root())
+        .env("NO_COLOR", "1");
+        if driver {
+            cmd.env("LD_LIBRARY_PATH", fake.path());
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(true, "cuda");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the NVIDIA driver and libtorch_cuda are loaded, but torch sees no GPU"),
+        "{err}"
+    );
+    let out = run(true, "cpu");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    if !Path::new("/proc/driver/nvidia").exists() {
+        let out = run(false, "cuda");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no NVIDIA driver on this machine"), "{err}");
+    }
+}

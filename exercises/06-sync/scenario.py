@@ -110,7 +110,7 @@ class Lesson:
         return model.to(self.device).train()
 
     def optimizer(self, model):
-        return torch.optim.SGD(model.parameters(), lr=float(self.p["lr"]), momentum=float(self.p["momentum"]))
+        return torch.optim.SGD(model.parameters(), lr=float(self.p["lr"]), momentum=float(self.p["momentum"]), foreach=True)
 
     def batches(self, steps, offset=0):
         """`steps` batches, all made from the grader's batch (step k: tokens rolled by offset + k)."""

@@ -341,14 +341,20 @@ _DYNAMO_AFTER = ("torch.", "functorch", "triton")
 _EAGER_LAZY_MODULES = frozenset({"torch._dynamo.config", "torch.profiler._cupti_monitor", "torch.utils._device"})
 
 
+# What the stand-in's `disable(fn)` hands back: `fn` itself until the real dynamo is loaded, then
+# the real `disable(fn)`. Compiled as generated code (`STAND_IN_FILE`), so its frame acts on its
+# caller's behalf (`grade_attribution._transparent`), as torch's own wrapper's frame is torch's and
+# skipped: a torch call the submission makes through `torch.compiler.disable(torch.Tensor.tolist)`
+# is the submission's read-back, counted (red team 16: a wrapper in a driver file made every call
+# through it nobody's: read-backs, constants and `empty_cache` unseen). Lesson 04's checkpoint
+# regions join its frame as they join torch's (`lib/steps.py`).
+STAND_IN_FILE = "<grade: torch._dynamo stand-in>"
+_namespace = {}
+exec(compile(
+    """
 def _uncompiled(fn, recursive, kwargs, state):
-    """What the stand-in's `disable(fn)` hands back: `fn` itself until the real dynamo is loaded,
-    then the real `disable(fn)`. An entry (`_entry`): the submission may call it (wrapped by
-    `torch.compiler.disable`), as it may call torch's own wrapper; its frame is the driver's, which
-    lesson 04's checkpoint regions join as they join torch's (`lib/steps.py`)."""
     made = []
 
-    @_entry
     def uncompiled(*args, **kw):
         if state["real"] is None:
             return fn(*args, **kw)
@@ -357,6 +363,11 @@ def _uncompiled(fn, recursive, kwargs, state):
         return made[0](*args, **kw)
 
     return uncompiled
+""",
+    STAND_IN_FILE,
+    "exec",
+), _namespace)
+_uncompiled = _namespace.pop("_uncompiled")
 
 
 def _dynamo_on_demand(torch):

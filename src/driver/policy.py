@@ -696,11 +696,19 @@ def _process_refused(frame):
     callable of the submission's may run under torch's frames, red team 15), except the
     compiler's own builds (torch.compile's inductor runs g++ and its worker pool) and the standard
     library's query of the machine (`platform.processor()` runs `uname -p`). The grader starts
-    none."""
+    none. Decided by the code that starts it: walking up from the event through the standard
+    library (subprocess, multiprocessing, os), the first other frame must be the compiler's
+    (torch/_inductor, torch/_dynamo) — not such a frame anywhere on the stack (red team 16: a
+    DataLoader's workers started inside `torch.compiler.disable(fn)`, whose wrapper is a frame
+    of torch/_dynamo)."""
+    attribution = sys.modules.get("grade_attribution")
+    stdlib = attribution._STDLIB if attribution is not None else ()
     while frame is not None:
         name = frame.f_code.co_filename
-        if "/torch/_inductor/" in name or "/torch/_dynamo/" in name or name.endswith("/platform.py"):
+        if name.endswith("/platform.py"):
             return False
+        if "-packages" in name or not (name.startswith(stdlib) or name.startswith("<frozen ")):
+            return not ("/torch/_inductor/" in name or "/torch/_dynamo/" in name)
         frame = frame.f_back
     return True
 

@@ -423,6 +423,9 @@ def _watch_layer_classes(classes):
 _CKPT_FILE = _cp_mod.__file__
 _COUNTED_CODE = _cp_mod.checkpoint.__code__ if hasattr(_cp_mod.checkpoint, "__wrapped__") else None
 _DRIVER_FILE = _COUNTED_CODE.co_filename if _COUNTED_CODE is not None else None
+# the driver's torch._dynamo stand-in's `disable(fn)` wrapper (instruments.py): where torch's own
+# wrapper would be, between checkpoint() and its body
+_STAND_IN_FILE = getattr(_sys.modules.get("grade_instruments"), "STAND_IN_FILE", None)
 _CF_FORWARD = _cp_mod.CheckpointFunction.forward.__code__
 _TORCH_DIR = _os.path.dirname(torch.__file__) + _os.sep
 _getframe = _sys._getframe
@@ -449,7 +452,7 @@ def _checkpoint_regions():
             else:
                 groups.append([f, code is _COUNTED_CODE])
                 joined = True
-        elif joined and not (code.co_filename.startswith(_TORCH_DIR) or code.co_filename == _DRIVER_FILE):
+        elif joined and not (code.co_filename.startswith(_TORCH_DIR) or code.co_filename in (_DRIVER_FILE, _STAND_IN_FILE)):
             joined = False
         f = f.f_back
     return [(frame, counted) for frame, counted in groups]
