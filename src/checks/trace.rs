@@ -2,7 +2,7 @@
 //! (checkpoint calls per forward, syncs); `expect:` predicates (`trace_expect.rs`) judge a
 //! student's measurement. A check naming several streams (`[compare.run1, compare.run2]`) must
 //! hold in every one, and their outcomes are said together here.
-use super::trace_expect::predicate;
+use super::trace_expect::{predicate, returned_numbers};
 use super::{fmt_bounds, fmt_num, within, Env, Outcome};
 use crate::i18n::Text;
 use crate::observations::{Absent, Event};
@@ -23,10 +23,11 @@ pub fn evaluate(spec: &TraceSpec, env: &Env) -> Outcome {
         (Some(kind), _, _) => count(spec, kind, &streams, env, bound),
         (None, Some(field), _) => each(spec, field, &streams, env, bound),
         (None, None, Some(p)) => {
-            let outs: Vec<(&str, Outcome)> = streams
+            let mut outs: Vec<(&str, Outcome)> = streams
                 .iter()
-                .map(|(name, events)| (*name, predicate(p, spec, name, events, env)))
+                .map(|(name, events)| (*name, predicate(p, spec, name, events, env, false)))
                 .collect();
+            excuse_one_stall(p, spec, &streams, env, &mut outs);
             combine(outs, bound)
         }
         (None, None, None) => Outcome::missing(
@@ -36,6 +37,43 @@ pub fn evaluate(spec: &TraceSpec, env: &Env) -> Outcome {
             ),
             bound,
         ),
+    }
+}
+
+/// The windows a check must see before one of them may be a stall (as `call_windows.rs` excuses
+/// one steady window of a stream).
+const MIN_WINDOWS_TO_EXCUSE: usize = 10;
+
+/// `expect: samples` with an `idle:` clause over many windows: one window of all of them may
+/// exceed the per-window allowance — a stall the kernel does not bill as a wait for a CPU (a
+/// hypervisor's, memory reclaim; 5.7 ms in one of 36 windows of a careful lesson 01 submission on a
+/// loaded machine) cannot move a median, and the median rule still counts it. Only when exactly one
+/// stream fails, and passes with one window excused; two stretched windows fail as before.
+fn excuse_one_stall(
+    p: TracePredicate,
+    spec: &TraceSpec,
+    streams: &[(&str, &[Event])],
+    env: &Env,
+    outs: &mut [(&str, Outcome)],
+) {
+    if p != TracePredicate::Samples || spec.idle.is_none() {
+        return;
+    }
+    let Some(keys) = &spec.samples else { return };
+    let windows: usize = streams
+        .iter()
+        .filter_map(|(name, _)| returned_numbers(env, name, &keys.names()).ok())
+        .map(|xs| xs.len())
+        .sum();
+    let failed: Vec<usize> = (0..outs.len()).filter(|&i| !outs[i].1.pass).collect();
+    if windows < MIN_WINDOWS_TO_EXCUSE || failed.len() != 1 {
+        return;
+    }
+    let i = failed[0];
+    let (name, events) = streams[i];
+    let again = predicate(p, spec, name, events, env, true);
+    if again.pass {
+        outs[i].1 = again;
     }
 }
 
