@@ -368,6 +368,7 @@ def _uncompiled(fn, recursive, kwargs, state):
     "exec",
 ), _namespace)
 _uncompiled = _namespace.pop("_uncompiled")
+del _namespace
 
 
 def _dynamo_on_demand(torch):
