@@ -165,6 +165,8 @@ def _crosses(func, args):
 # torch's own descriptors, containers (looked into by `_own_object`)
 _INERT = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis), torch.dtype,
           torch.device, torch.Size, torch.layout, torch.memory_format)
+# the exact types of `_INERT` and plain tensors: looked at no further (a subclass is)
+_PLAIN = frozenset((*_INERT, _Tensor, torch.nn.Parameter))
 _OWN_TYPES = {}  # type -> whether a protocol method of it was written in the watched files
 # what torch never calls on an object it is handed (making or setting up one)
 _NOT_CALLED = frozenset(("__init__", "__post_init__", "__new__", "__init_subclass__", "__class_getitem__",
@@ -189,22 +191,39 @@ def _own_class(klass, files):
     return known
 
 
-def _own_object(args, kwargs, files):
+def _own_object(args, kwargs, files, _plain=_PLAIN):
     """An argument (and, one level in, an item of a list, tuple or dict) whose class has a
     protocol method written in `files` (the watched code): torch may call it while it handles
     the call, unwatched; None when there is none. Tensors (subclasses included:
-    `__torch_function__` has its own rules) and modules are not looked at."""
-    for a in list(args) + list(kwargs.values()):
-        items = (a,)
-        if isinstance(a, dict):
-            items = (a, *a.values())
-        elif isinstance(a, (list, tuple)):
-            items = (a, *a)
-        for x in items:
-            if isinstance(x, (_INERT, _Tensor, _Storage, torch.nn.Module)) or type(x) in (list, tuple, dict):
-                continue
-            if _own_class(type(x), files):
+    `__torch_function__` has its own rules) and modules are not looked at. (Called on every
+    torch call the counter sees: arguments of an exactly inert type, nearly all of them, cost
+    one set lookup.)"""
+    for a in args:
+        if type(a) not in _plain:
+            x = _own_in(a, files)
+            if x is not None:
                 return x
+    if kwargs:
+        for a in kwargs.values():
+            if type(a) not in _plain:
+                x = _own_in(a, files)
+                if x is not None:
+                    return x
+    return None
+
+
+def _own_in(a, files):
+    """`_own_object` for one argument (not of an exactly inert type)."""
+    items = (a,)
+    if isinstance(a, dict):
+        items = (a, *a.values())
+    elif isinstance(a, (list, tuple)):
+        items = (a, *a)
+    for x in items:
+        if isinstance(x, (_INERT, _Tensor, _Storage, torch.nn.Module)) or type(x) in (list, tuple, dict):
+            continue
+        if _own_class(type(x), files):
+            return x
     return None
 
 
