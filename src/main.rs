@@ -22,7 +22,7 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             if let Some(p) = platform {
-                print!("{}", p.cannot_grade(&e.to_string()));
+                emit(&p.cannot_grade(&e.to_string()));
             }
             eprintln!("grade: error: {e}");
             e.exit_code()
@@ -79,7 +79,7 @@ fn print_policy(course: &Course, args: &grade::cli::PolicyArgs) -> Result<i32, G
             serde_yaml::to_string(&policy).map_err(anyhow::Error::from)?
         }
     };
-    println!("{}", text.trim_end());
+    emit(&format!("{}\n", text.trim_end()));
     Ok(0)
 }
 
@@ -151,10 +151,7 @@ fn grade_exercise(
     }
     // 6. report
     let color = args.format == report::Format::Table && color_on_stdout();
-    print!(
-        "{}",
-        report::exporter_with(args.format, color, args.verbose).render(&report, args.lang)
-    );
+    emit(&report::exporter_with(args.format, color, args.verbose).render(&report, args.lang));
     if let Some(path) = &args.html {
         let pictures = grade::html::lesson(Some(course), &args.id).map(|e| e.pictures);
         let page = grade::html::exercise_page(&report, &pictures.unwrap_or_default(), args.lang);
@@ -184,13 +181,10 @@ fn check_course(
     let result = selftest::run(course, &opts, executor, &|e| {
         eprintln!("{}", selftest::render::progress(&e, lang))
     })?;
-    print!(
-        "{}",
-        match args.format {
-            CheckFormat::Table => selftest::render::table(&result, lang, color_on_stdout()),
-            CheckFormat::Json => selftest::render::json(&result),
-        }
-    );
+    emit(&match args.format {
+        CheckFormat::Table => selftest::render::table(&result, lang, color_on_stdout()),
+        CheckFormat::Json => selftest::render::json(&result),
+    });
     Ok(result.exit_code())
 }
 
@@ -201,5 +195,17 @@ fn color_on_stdout() -> bool {
 fn progress(msg: &str) {
     if std::io::stderr().is_terminal() {
         eprintln!("⏳ {msg}");
+    }
+}
+
+/// Writes a report to stdout. A reader that went away (`grade … | head`) is no error of the
+/// grading's: the exit code still says how it went (`print!` would panic there).
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("grade: error: writing the report to stdout: {e}");
+        }
     }
 }

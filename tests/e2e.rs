@@ -255,3 +255,22 @@ fn libtorch_cuda_is_loaded_only_with_a_driver_and_grading_works_either_way() {
         assert!(err.contains("no NVIDIA driver on this machine"), "{err}");
     }
 }
+
+/// A reader that goes away before the report is written (`grade … | head`) is no crash: the
+/// exit code is the command's own, and nothing panics.
+#[test]
+fn a_closed_stdout_is_no_panic() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["policy", "01-metrics"])
+        .env("GRADE_ROOT", root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader is gone before the child writes a byte
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
