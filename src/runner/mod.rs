@@ -158,11 +158,20 @@ impl PythonExecutor {
 
     /// What one run may read (its folder `tmp` among the rest) and write (`writable`: the
     /// submission's folder, out/, the compile cache).
-    fn policy(&self, req: &RunRequest, tmp: &Path, writable: &[PathBuf]) -> sandbox::Policy {
+    fn policy(
+        &self,
+        req: &RunRequest,
+        tmp: &Path,
+        writable: &[PathBuf],
+        headers_readable: bool,
+    ) -> sandbox::Policy {
         let mut read = self.prefixes().to_vec();
         read.push(req.course_path.clone());
         read.push(req.exercise.dir.clone());
         read.push(tmp.to_path_buf());
+        if headers_readable {
+            read.extend(read_only_cache(req));
+        }
         let write = writable.to_vec();
         sandbox::Policy { read, write }
     }
@@ -198,23 +207,57 @@ fn read_tensors(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Tensor>> {
     Ok(Tensor::read_safetensors(f.path())?.into_iter().collect())
 }
 
+/// The compile cache's folder of precompiled headers (inductor's `_HEADER_DIR`, set there by
+/// lesson 05's scenario): one 150 MB `.gch` per compiler command line.
+pub(crate) const PRECOMPILED_HEADERS: &str = "precompiled_headers";
+
 /// Copy the shared compile cache into a run's own folder: regular files and folders only (no
 /// links followed), best effort (a file being written by a trusted run at that moment is skipped
-/// or copied whole; inductor writes by rename).
-fn seed_cache(from: &Path, to: &Path) -> std::io::Result<()> {
+/// or copied whole; inductor writes by rename). The precompiled headers are not copied (150 MB
+/// per grading, written to disk for every student's run): each is a link to the shared file,
+/// made read-only, which the run may read (`read_only_cache`) and not write (the sandbox's write
+/// rule applies to where a link leads); a header the run builds itself lands in its own folder.
+fn seed_cache(from: &Path, to: &Path, link_headers_ok: bool) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)?.flatten() {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
         let dest = to.join(entry.file_name());
-        if kind.is_dir() {
-            seed_cache(&entry.path(), &dest)?;
+        if kind.is_dir() && link_headers_ok && entry.file_name() == PRECOMPILED_HEADERS {
+            link_headers(&entry.path(), &dest)?;
+        } else if kind.is_dir() {
+            seed_cache(&entry.path(), &dest, false)?;
         } else if kind.is_file() {
             let _ = std::fs::copy(entry.path(), &dest);
         }
     }
     Ok(())
+}
+
+/// `seed_cache` for the precompiled headers: a read-only link per shared file (their locks are
+/// the run's own).
+fn link_headers(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)?.flatten() {
+        if !entry.file_type().is_ok_and(|k| k.is_file()) {
+            continue; // `locks/`: the run takes its own
+        }
+        let shared = std::path::absolute(entry.path())?;
+        let _ = std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o444));
+        let _ = std::os::unix::fs::symlink(&shared, to.join(entry.file_name()));
+    }
+    Ok(())
+}
+
+/// What of the shared compile cache a student's run reads in place: its precompiled headers
+/// (`seed_cache` links them), when the exercise has a compile cache.
+pub(crate) fn read_only_cache(req: &RunRequest) -> Option<PathBuf> {
+    if req.trusted {
+        return None; // the course's own run has the whole cache, writable
+    }
+    Some(compile_cache(req)?.join(PRECOMPILED_HEADERS))
 }
 
 fn random_nonce() -> String {
@@ -267,10 +310,14 @@ pub(crate) struct Staged {
 
 impl PythonExecutor {
     /// Stage 3a: the run's folder (under `parent`, or the system's temp folder) and its job.
+    /// `headers_readable`: whether the run's interpreter may read the shared precompiled headers
+    /// in place (`read_only_cache`; a fork of a zygote whose sandbox does not let it read them
+    /// gets copies).
     pub(crate) fn stage(
         &self,
         req: &RunRequest,
         parent: Option<&Path>,
+        headers_readable: bool,
     ) -> Result<Staged, GradeError> {
         let mut builder = tempfile::Builder::new();
         builder.prefix("grade-");
@@ -332,7 +379,8 @@ impl PythonExecutor {
         let compile_cache = match compile_cache(req) {
             Some(shared) if req.trusted => Some(shared),
             Some(shared) => {
-                seed_cache(&shared, &own_cache).context("copying the compile cache")?;
+                seed_cache(&shared, &own_cache, headers_readable)
+                    .context("copying the compile cache")?;
                 None
             }
             None => None,
@@ -363,7 +411,7 @@ impl PythonExecutor {
             rss_bytes: ex.memory_mb.map(|m| m << 20),
         };
         let writable = [work.clone(), out_dir, compile_cache.unwrap_or(own_cache)];
-        let policy = sandbox_on().then(|| self.policy(req, tmp, &writable));
+        let policy = sandbox_on().then(|| self.policy(req, tmp, &writable, headers_readable));
         Ok(Staged {
             dir,
             work,
@@ -389,7 +437,7 @@ impl Executor for PythonExecutor {
     /// A fresh interpreter per run: `python -I -B driver.py job.json`, nonce on stdin.
     fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
         let t = std::time::Instant::now();
-        let staged = self.stage(req, None)?;
+        let staged = self.stage(req, None, true)?;
         let stage_s = t.elapsed().as_secs_f64();
         let mut cmd = Command::new(&self.python);
         cmd.arg("-I")
@@ -555,5 +603,44 @@ impl PythonExecutor {
         }
         result.obs = Some(obs);
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A student's copy of the compile cache: kernels copied, precompiled headers linked to the
+    /// shared files (made read-only), no shared lock; without the read rule, copies throughout.
+    #[test]
+    fn precompiled_headers_are_linked_not_copied() {
+        let shared = tempfile::tempdir().unwrap();
+        let pch = shared.path().join(PRECOMPILED_HEADERS);
+        std::fs::create_dir_all(pch.join("locks")).unwrap();
+        std::fs::write(pch.join("h.h"), "#include <x>\n").unwrap();
+        std::fs::write(pch.join("h.h.gch"), [7u8; 64]).unwrap();
+        std::fs::create_dir_all(shared.path().join("fxgraph")).unwrap();
+        std::fs::write(shared.path().join("fxgraph/k"), "kernel").unwrap();
+
+        let own = tempfile::tempdir().unwrap();
+        seed_cache(shared.path(), own.path(), true).unwrap();
+        let gch = own.path().join(PRECOMPILED_HEADERS).join("h.h.gch");
+        assert!(gch.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&gch).unwrap(), vec![7u8; 64]);
+        let mode = std::fs::metadata(pch.join("h.h.gch"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o222, 0, "the shared header is read-only");
+        assert!(!own.path().join(PRECOMPILED_HEADERS).join("locks").exists());
+        let kernel = own.path().join("fxgraph/k");
+        assert!(!kernel.symlink_metadata().unwrap().file_type().is_symlink());
+
+        let copied = tempfile::tempdir().unwrap();
+        seed_cache(shared.path(), copied.path(), false).unwrap();
+        let gch = copied.path().join(PRECOMPILED_HEADERS).join("h.h.gch");
+        assert!(!gch.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&gch).unwrap(), vec![7u8; 64]);
     }
 }

@@ -13,6 +13,7 @@ use anyhow::Context;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -44,6 +45,9 @@ struct Zygote {
     send: Mutex<()>,
     gaps: Vec<Text>,
     alive: Arc<std::sync::atomic::AtomicBool>,
+    /// What its sandbox lets it read beyond the interpreter and the course's package: the shared
+    /// precompiled headers of the exercise it was started for, if it has them.
+    reads: Vec<PathBuf>,
 }
 
 /// `grade batch`'s executor: stages each run like `PythonExecutor` (in a folder of its own under
@@ -105,11 +109,13 @@ impl ZygoteExecutor {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .process_group(0);
+        let reads: Vec<PathBuf> = super::read_only_cache(req).into_iter().collect();
         let prepared = super::sandbox_on().then(|| {
             Policy {
                 read: {
                     let mut r = self.base.prefixes().to_vec();
                     r.push(req.course_path.clone());
+                    r.extend(reads.iter().cloned()); // its children's links lead there
                     r
                 },
                 write: vec![root.to_path_buf()],
@@ -187,6 +193,7 @@ impl ZygoteExecutor {
             send: Mutex::new(()),
             gaps,
             alive,
+            reads,
         })
     }
 
@@ -293,9 +300,12 @@ impl Executor for ZygoteExecutor {
         }
         for _attempt in 0..2 {
             let t = std::time::Instant::now();
-            let staged = self.base.stage(req, Some(self.staging.path()))?;
-            let stage_s = t.elapsed().as_secs_f64();
             let z = self.zygote(req)?;
+            // the shared precompiled headers are read in place only where the zygote's own
+            // sandbox lets its children read them (it was started for an exercise with that cache)
+            let readable = super::read_only_cache(req).is_none_or(|c| z.reads.contains(&c));
+            let staged = self.base.stage(req, Some(self.staging.path()), readable)?;
+            let stage_s = t.elapsed().as_secs_f64();
             if let Some(fin) = self.launch(&z, req, &staged)? {
                 let mut result = self.base.finish(req, &staged, fin, z.gaps.clone())?;
                 result.stage_s = stage_s;
