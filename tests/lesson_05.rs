@@ -779,6 +779,10 @@ fn every_fixture_is_listed() {
 fn a_student_cannot_write_the_shared_compile_cache() {
     let shared = tempfile::tempdir().unwrap();
     std::fs::write(shared.path().join("from-the-course"), "warm").unwrap();
+    // a precompiled header, which a student's run reads in place (a link) where Landlock is
+    let headers = shared.path().join("precompiled_headers");
+    std::fs::create_dir_all(&headers).unwrap();
+    std::fs::write(headers.join("h.h.gch"), "compiled by the course").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_grade"))
         .args(["exercise", ID, "--device", "cpu", "--format", "json"])
         .arg("--submission")
@@ -814,6 +818,15 @@ fn a_student_cannot_write_the_shared_compile_cache() {
     assert!(
         shared.path().join("from-the-course").exists(),
         "the shared cache is left as it was ({stderr_tail})"
+    );
+    assert!(
+        stderr_tail.contains("h.h.gch"),
+        "the attack reached the header: {stderr_tail}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(headers.join("h.h.gch")).unwrap(),
+        "compiled by the course",
+        "a student's run wrote the shared precompiled header ({stderr_tail})"
     );
 }
 

@@ -252,9 +252,11 @@ fn link_headers(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// What of the shared compile cache a student's run reads in place: its precompiled headers
-/// (`seed_cache` links them), when the exercise has a compile cache.
+/// (`seed_cache` links them), when the exercise has a compile cache and Landlock keeps the run
+/// from writing where a link leads (the course's Python lets a submission open files for
+/// writing, and a run as root ignores a file's read-only mode: without Landlock, copies).
 pub(crate) fn read_only_cache(req: &RunRequest) -> Option<PathBuf> {
-    if req.trusted {
+    if req.trusted || !sandbox_on() || sandbox::landlock_abi() < 1 {
         return None; // the course's own run has the whole cache, writable
     }
     Some(compile_cache(req)?.join(PRECOMPILED_HEADERS))
@@ -379,8 +381,8 @@ impl PythonExecutor {
         let compile_cache = match compile_cache(req) {
             Some(shared) if req.trusted => Some(shared),
             Some(shared) => {
-                seed_cache(&shared, &own_cache, headers_readable)
-                    .context("copying the compile cache")?;
+                let link = headers_readable && read_only_cache(req).is_some();
+                seed_cache(&shared, &own_cache, link).context("copying the compile cache")?;
                 None
             }
             None => None,
