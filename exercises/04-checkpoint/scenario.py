@@ -324,6 +324,9 @@ class Lesson:
                 ctx.trace = None
                 ctx.traces[f"compare.{run}"] = trace
                 self.observer.batch = self.batch
+            # the parameters' addresses then and now: one that moved during the call (a storage
+            # grown with `resize_`) freed an address a later save may have taken (`saved_bytes`)
+            params &= {st.data_ptr() for st in ctx.lib.param_storages(model)}
             hooked = self.hooked_bytes(trace, params)
             for variant, _ in VARIANTS:
                 rec = result.get(variant) if isinstance(result, dict) else None

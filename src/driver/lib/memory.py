@@ -16,6 +16,7 @@ def saved_bytes(model, fn):
     ran (a view counts its storage once; `model`'s parameters excluded) — lessons 03 and 04."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
+    at_params = {}  # saves at a parameter's address when fn() began: a parameter's, unless it moved
 
     def note(t):
         try:
@@ -23,10 +24,9 @@ def saved_bytes(model, fn):
         except (RuntimeError, NotImplementedError, TypeError):
             return
         ptr = s.data_ptr()
-        if ptr not in params:
-            # the storage held while fn() runs: a freed one's address reused by a later tensor
-            # (hooks of the submission's own that drop what they are handed) is not one storage
-            seen[ptr] = (s.nbytes(), s)
+        # the storage held while fn() runs: a freed one's address reused by a later tensor
+        # (hooks of the submission's own that drop what they are handed) is not one storage
+        (at_params if ptr in params else seen)[ptr] = (s.nbytes(), s)
 
     def pack(t):
         note(t)
@@ -56,6 +56,13 @@ def saved_bytes(model, fn):
             out = fn()
     finally:
         SAVES_SINKS.remove(handed)
+    # a parameter whose storage moved during fn() (grown with `resize_`: red team 9) freed its old
+    # address, which a later save may take: only the addresses that are still parameters' are
+    # left out (a reuse counted as a parameter flaked the bytes by one small tensor)
+    still = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    for ptr, v in at_params.items():
+        if ptr not in still:
+            seen[ptr] = v
     return out, sum(n for n, _ in seen.values())
 
 
