@@ -735,9 +735,14 @@ class Lesson:
             _, loss = model(batch["idx"], batch["targets"])
             loss.backward()
 
-        def ratio(x):  # the model's step over op(x), the median of three pairs timed in turn
+        def ratio(x):
+            """The model's step over op(x), from three pairs timed in turn: the least of each
+            (a busy machine only ever adds time to a call, so the least is the one load touched
+            least, as `least_cost` ranks). The median of the pairs' ratios moved with every
+            preempted sub-millisecond op call: beside two busy loops one solution grading in 76
+            saw the op fall out of its profile's top 3."""
             step(), op(x), sync()  # warm
-            got = []
+            steps, ops = [], []
             for _ in range(3):
                 t0 = _now()
                 step()
@@ -746,8 +751,9 @@ class Lesson:
                 op(x)
                 sync()
                 t2 = _now()
-                got.append((t1 - t0) / max(t2 - t1, 1))
-            return sorted(got)[1]
+                steps.append(t1 - t0)
+                ops.append(t2 - t1)
+            return min(steps) / max(min(ops), 1)
 
         # (each op of the pool does enough work per row that a call's fixed cost weighs little
         # at `rows` rows: the time scales with the rows)
