@@ -523,13 +523,7 @@ def _graders_frame(e):
     careful profile with Python frames lists their `write` rows, which the grader's ranking
     must hold as they are."""
     if not _GRADER_FILES:
-        import os
-
-        for name, mod in list(sys.modules.items()):
-            path = getattr(mod, "__file__", None)
-            if path and (name.startswith("grade_") or mod is sys.modules.get(__name__)):
-                _GRADER_FILES.add(os.path.abspath(path))
-        _GRADER_FILES.add(os.path.abspath(__file__))
+        _GRADER_FILES.update(_lib.memory._grader_files())  # the driver's, the library's, this one
     while e is not None and getattr(e, "is_python_function", False) and e.name.startswith("<"):
         e = e.cpu_parent  # a built-in (or generated code): its caller decides
     if e is None or not getattr(e, "is_python_function", False):
