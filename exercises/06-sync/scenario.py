@@ -318,7 +318,9 @@ class Lesson:
         window per call: each pair's ratio compares two calls made moments apart, so load that
         comes and goes hits both; the median of the pairs' ratios is judged. Timed on the
         grader's cost clock (wall time less the time spent waiting for a CPU), so being
-        descheduled on a busy machine lands on neither side.
+        descheduled on a busy machine lands on neither side. No untimed warm-up pair by default
+        (`timing.warmup: 0`): both sides are warm by then, every train() having run in the
+        baseline and train probes (their first calls paid the one-off costs).
 
         Every timed call is made as every other call of train() is (red team 4: a call that
         recognises a model it has seen is one it can be fast in): a fresh model from the

@@ -749,6 +749,19 @@ class HostReads(_TorchFunctionMode):
                 self._recorded(func, out)
             return out
         name = getattr(func, "__name__", "")
+        if name in _ATTRIBUTES and not self.direct:
+            # torch's own reads and writes of a tensor's attributes on the watched code's behalf
+            # (an optimizer's `p.grad`: half the torch calls of a training step): nothing is
+            # computed, so no read-back, factory, constant or host write comes of one (what the
+            # full path below finds for them: nothing), only its exceptions are looked at
+            try:
+                out = self._call(func, args, kwargs)
+            except Exception:
+                self._raised(name, [a for a in _flat(args, kwargs) if isinstance(a, _Tensor)], line)
+                raise
+            if self.autograd:
+                self._recorded(func, out)
+            return out
         ins = _flat(args, kwargs)
         tensors = [a for a in ins if isinstance(a, _Tensor)]
         src = args[0] if args and isinstance(args[0], _Tensor) else None
