@@ -458,11 +458,13 @@ class Lesson:
         inputs = ctx.inputs()
         self.weights = {k[len("weights/"):]: v for k, v in inputs.items() if k.startswith("weights/")}
         self.idx = inputs["batch/idx"].to(self.device)
-        self.rng = random.Random(ctx.seed)  # the shapes probe's lengths and batches
         # the simulated device's costs and the break-even cases: from this process's secret, not
         # the seed (`torch.initial_seed()` is the seed, the recipe is public: red team 15 replayed
         # the simulated first call's seconds without timing it)
         self.secret = random.Random(f"{_SECRET}:{ctx.seed}")
+        # the shapes probe's lengths and batches too (red team 16 named them readable from the
+        # seed: every call's tokens, and so its logits, could be computed before the call)
+        self.rng = random.Random(f"{_SECRET}:shapes:{ctx.seed}")
 
     def need(self, name):
         fn = getattr(self.ctx.sub, name, None)
