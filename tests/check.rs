@@ -247,6 +247,34 @@ fn unknown_criterion_in_expected_yaml_exits_2_at_its_line_and_column() {
     );
 }
 
+/// `either:` (a verdict left to the grading's draw) names known criteria, none also to fail, and
+/// only beside `fail:`: each mistake is refused at its line, before anything is graded.
+#[test]
+fn either_in_expected_yaml_is_checked_at_its_line() {
+    let rel = "tests/fixtures/04-checkpoint/expected.yaml";
+    let cases: [(&str, &str); 3] = [
+        (
+            "{fail: [one_checkpoint_per_block], either: [activation_bytes_halvd]}",
+            "`ckpt_in_inference`: unknown criterion `activation_bytes_halvd` under `either:`",
+        ),
+        (
+            "{fail: [one_checkpoint_per_block], either: [one_checkpoint_per_block]}",
+            "`ckpt_in_inference`: `one_checkpoint_per_block` is both to fail and `either:`",
+        ),
+        (
+            "{fail: [], either: [activation_bytes_halved]}",
+            "`ckpt_in_inference`: `either:` only beside `fail:`",
+        ),
+    ];
+    for (entry, want) in cases {
+        let course = CourseCopy::new();
+        course.edit_lines(rel, "ckpt_in_inference:", |_| format!("ckpt_in_inference: {entry}"));
+        let run = course.check(&[EX]);
+        run.assert_refused(want);
+        assert!(!run.stderr.contains("gradings"), "nothing is graded: {}", run.stderr);
+    }
+}
+
 #[test]
 fn fixtures_and_entries_must_match_one_to_one() {
     let course = CourseCopy::new();

@@ -5,7 +5,9 @@
 //! is not run at all and fails every criterion that applies: `src/driver/policy.py`). Validated against the rubric and the folder: an unknown
 //! criterion, an entry without its `.py` file or a `.py` file without an entry is an error at
 //! `file:line:column`. A fixture that must fail something is not held to the rubric's timing
-//! bands (`band: true`) its entry leaves out (`selftest::Graded::either`).
+//! bands (`band: true`) its entry leaves out, nor to the criteria its entry names `either:`
+//! (`{fail: [...], either: [...]}`: a verdict its mistake leaves to what the grading draws, a
+//! model shape from the seed; `selftest::Graded::either`).
 use crate::course::Course;
 use crate::device::Device;
 use crate::error::GradeError;
@@ -29,6 +31,12 @@ pub struct Fails {
     pub cpu: Vec<String>,
     #[serde(default)]
     pub cuda: Vec<String>,
+    /// Criteria it may pass or fail: its mistake (already failing `fail`) puts it near their
+    /// edge, on one side or the other by the shape a grading draws (lesson 04's
+    /// `checkpoint_sequential_last`: two of three blocks checkpointed keep about half the bytes).
+    /// Only beside `fail`: a fixture that must pass is held to every criterion.
+    #[serde(default)]
+    pub either: Vec<String>,
     /// `refused`: the course's Python refuses it before it runs; every criterion fails.
     #[serde(skip)]
     pub refused: bool,
@@ -83,6 +91,15 @@ impl Fails {
     }
     fn all(&self) -> impl Iterator<Item = &String> {
         self.fail.iter().chain(&self.cpu).chain(&self.cuda)
+    }
+    /// What it is not held to on `device` besides the rubric's bands: its `either:` criteria.
+    pub fn either_on(&self, device: Device, rubric: &Rubric) -> Vec<String> {
+        rubric
+            .criteria
+            .iter()
+            .filter(|c| self.either.contains(&c.id) && applies(c, device))
+            .map(|c| c.id.clone())
+            .collect()
     }
 }
 
@@ -168,6 +185,28 @@ impl Expected {
                 if !seen.insert(c) {
                     return Err(at_key(c, format!("`{key}`: `{c}` is listed twice")));
                 }
+            }
+            for c in &fails.either {
+                if !known.contains(c.as_str()) {
+                    return Err(at_key(
+                        c,
+                        format!("`{key}`: unknown criterion `{c}` under `either:`"),
+                    ));
+                }
+                if !seen.insert(c) {
+                    return Err(at_key(
+                        c,
+                        format!("`{key}`: `{c}` is both to fail and `either:`; name it once"),
+                    ));
+                }
+            }
+            if !fails.either.is_empty() && fails.all().next().is_none() {
+                return Err(at_key(
+                    &fails.either[0],
+                    format!(
+                        "`{key}`: `either:` only beside `fail:` (a fixture that must pass is held to every criterion)"
+                    ),
+                ));
             }
             match key.as_str() {
                 SOLUTION if fails.all().next().is_some() => {

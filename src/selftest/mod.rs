@@ -50,7 +50,8 @@ pub struct Graded {
     /// Criteria it must fail (those that apply on this device); `None`: any, but at least one.
     pub expected_failures: Option<Vec<String>>,
     /// Timing bands (`band: true`) it is not held to: it is wrong elsewhere and expected.yaml
-    /// does not list them, so either verdict is as expected (the verdict is still reported).
+    /// does not list them, so either verdict is as expected (the verdict is still reported);
+    /// and the criteria its expected.yaml entry names `either:` (a verdict left to the draw).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub either: Vec<String>,
     pub failed: Vec<String>,
@@ -260,33 +261,42 @@ fn plan(
                 .map(|c| c.id.clone())
                 .collect()
         };
-        let job = |name: &str, part, path: &PathBuf, expected: Option<Vec<String>>| Job {
-            exercise: i,
-            name: name.into(),
-            part,
-            path: path.clone(),
-            run: 1,
-            either: expected
+        let job = |name: &str, part, path: &PathBuf, fails: Option<&expected::Fails>| {
+            let expected = fails.map(applicable);
+            let mut either = expected
                 .as_ref()
                 .map(|want| expected::bands_not_held(&p.spec.rubric, want, opts.device))
-                .unwrap_or_default(),
-            expected,
+                .unwrap_or_default();
+            for c in fails.map(|f| f.either_on(opts.device, &p.spec.rubric)).unwrap_or_default() {
+                if !either.contains(&c) {
+                    either.push(c);
+                }
+            }
+            Job {
+                exercise: i,
+                name: name.into(),
+                part,
+                path: path.clone(),
+                run: 1,
+                either,
+                expected,
+            }
         };
+        let pass = expected::Fails::default();
         all.push(job(
             expected::SOLUTION,
             Part::Solution,
             &course.solution(id),
-            Some(Vec::new()),
+            Some(&pass),
         ));
-        let starter = p.expected.starter.as_ref().map(applicable);
         all.push(job(
             expected::STARTER,
             Part::Starter,
             &course.starter(id),
-            starter,
+            p.expected.starter.as_ref(),
         ));
         for (stem, (path, fails)) in &p.expected.fixtures {
-            all.push(job(stem, Part::Fixtures, path, Some(applicable(fails))));
+            all.push(job(stem, Part::Fixtures, path, Some(fails)));
         }
     }
     let mut names: Vec<&str> = Vec::new();
