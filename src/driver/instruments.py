@@ -57,6 +57,7 @@ def _instrument(ctx):
     observed_hooks = _install_saved_hooks(ctx, torch)
     counting_empty_cache = _install_empty_cache(ctx, torch)
     _install_clocks(ctx)
+    sleep = _install_sleep(ctx)
     _install_cuda_events(ctx, torch)
     threads = _install_threads(ctx)
 
@@ -80,6 +81,7 @@ def _instrument(ctx):
     for name in CLOCKS:
         watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
     watched["timeit.default_timer"] = (lambda: timeit.default_timer, timeit.default_timer)
+    watched["time.sleep"] = (lambda: time.sleep, sleep)
     watched.update(threads)
     watched["ctx.clock"] = (lambda: ctx.clock, _perf_counter)
     watched["ctx.cost_clock"] = (lambda: ctx.cost_clock, ctx.cost_clock)
@@ -114,8 +116,20 @@ def _install_saved_hooks(ctx, torch):
 
     class saved_tensors_hooks(real):
         def __enter__(self):
+            # the submission's hooks run inside torch's ops (pack: the op that saves; unpack: the
+            # backward, or a saved value read), where a read-back counter's mode is set aside:
+            # they run watched by it (`grade_lib.reads.run_watched`; red team 18)
+            def watched(fn, *args):
+                run = getattr(getattr(ctx.lib, "reads", None), "run_watched", None)
+                return run(fn, *args) if run is not None else fn(*args)
+
+            def unpack(x, _unpack=self.unpack_hook):
+                return watched(_unpack, x)
+
+            _entry(unpack)
+
             def pack(t, _pack=self.pack_hook):
-                kept = _pack(t)
+                kept = watched(_pack, t)
                 sinks = getattr(ctx.lib, "SAVES_SINKS", None)
                 if sinks:  # the grader measures saved bytes now: what autograd keeps is `kept`
                     sinks[-1](t, kept)
@@ -142,7 +156,7 @@ def _install_saved_hooks(ctx, torch):
                 # as `HostReads.__torch_function__` is; only torch holds it
                 _entry(pack)
 
-            push(pack, self.unpack_hook)
+            push(pack, unpack)
 
     _entry(saved_tensors_hooks.__enter__)  # the submission enters its hooks (`hooks` event)
     saved_tensors_hooks.__module__ = real.__module__
@@ -213,6 +227,25 @@ def _install_clocks(ctx):
         _entry(clock)
         setattr(time, name, clock)
     timeit.default_timer = time.perf_counter
+
+
+def _install_sleep(ctx):
+    """`time.sleep`, said: a sleep the submission makes while a trace is active is a `sleep {s}`
+    event there, so a timed window that holds one is known to hold time that was no work (Rust
+    never excuses such a window as a stall of the machine: red team 18 slept 40 ms in one window
+    of 36). Returns the wrapper."""
+    real = time.sleep
+
+    def sleep(secs):
+        if ctx.trace is not None and _from_submission():
+            ctx.event("sleep", s=float(secs) if isinstance(secs, (int, float)) else None)
+        return real(secs)
+
+    _entry(sleep)
+    sleep.__wrapped__ = real
+    sleep.__doc__ = real.__doc__
+    time.sleep = sleep
+    return sleep
 
 
 def _install_empty_cache(ctx, torch):

@@ -949,10 +949,13 @@ class HostReads(_TorchFunctionMode):
         return None
 
     def _recorded(self, func, out):
-        """`autograd {op}` (once) when `out` is a result autograd recorded."""
-        if isinstance(out, _Tensor) and out.requires_grad and out.grad_fn is not None:
-            self.autograd = False
-            self.ctx.event("autograd", op=getattr(func, "__name__", "?"), **self.tag)
+        """`autograd {op}` (once) when `out` is, or holds, a result autograd recorded (a tuple's
+        too: red team 18 recorded a graph with `var_mean`, whose result is a pair)."""
+        for t in (out,) if isinstance(out, _Tensor) else _tensors(out):
+            if isinstance(t, _Tensor) and t.requires_grad and t.grad_fn is not None:
+                self.autograd = False
+                self.ctx.event("autograd", op=getattr(func, "__name__", "?"), **self.tag)
+                return
 
     def _call(self, func, args, kwargs, look=False):
         """func() with the dispatch mode below set aside (when it is on top, as it is unless
@@ -1084,6 +1087,23 @@ def _engine_run_watched(*args, **kwargs):
     _function_push(reads)
     try:
         return _engine_run(*args, **kwargs)
+    finally:
+        _function_pop()
+
+
+def run_watched(fn, *args):
+    """`fn(*args)` watched by the innermost active read-back counter, as `_engine_run_watched`
+    runs a backward: Python that torch runs inside an op of the watched code's (a saved-tensors
+    pack hook runs inside the op that saves, where the counter's mode is set aside while its own
+    handler runs the op) is watched as every other call is. Red team 18 read every step's loss
+    back, made the baseline's constants and copied whole logits to the host inside pack hooks,
+    and the counter saw none of it."""
+    reads = _ACTIVE[-1] if _ACTIVE else None
+    if reads is None or any(_function_at(i) is reads for i in range(_function_len())):
+        return fn(*args)
+    _function_push(reads)
+    try:
+        return fn(*args)
     finally:
         _function_pop()
 
