@@ -64,6 +64,7 @@ faster, which is wrong) is the rubric's.
 """
 import itertools
 import math
+import os
 import random
 import sys
 import time
@@ -179,6 +180,9 @@ class CallRecord:
         self.credited = []  # (id, variant, {op: calls}, index of the recording) of each step seen recorded
         # (t0, t1, index of the recording) of each step seen recorded (torch's event clock, ns)
         self.spans = []
+        # (t0, t1) of the grader's own records at the profiler's switches, sealed: a recording
+        # holds their writes (a with_stack profile lists them), and they are the grader's
+        self.own = []
 
 
 class ProfilerWatch:
@@ -239,22 +243,35 @@ class ProfilerWatch:
         if self.ctx is not None:
             self.ctx.event("timer", clock=clock, v=self.ctx.clock())
 
+    def _own(self, *records):
+        """Write the grader's `records` (thunks) of a switch sealed (nothing of the submission's
+        runs inside), their window noted in the call's record (`CallRecord.own`): a recording
+        that holds their writes holds the grader's work, as a step's records are."""
+        rec, ctx = self.call, self.ctx
+        if rec is None or ctx is None:
+            for r in records:
+                r()
+            return
+        with _sealed(ctx):
+            t0 = _time_ns()
+            for r in records:
+                r()
+            rec.own.append((t0, _time_ns()))
+
     def _prepare_profiler(self, *args, **kwargs):
         out = self.real["_prepare_profiler"](*args, **kwargs)
-        self._event("profiler", switch="prepare")
+        self._own(lambda: self._event("profiler", switch="prepare"))
         return out
 
     def _enable_profiler(self, *args, **kwargs):
         out = self.real["_enable_profiler"](*args, **kwargs)
         self.activities = args[1] if len(args) > 1 else kwargs.get("activities")
         self.windows += 1
-        self._event("profiler", switch="enable")
-        self._mark(f"profiler#{self.windows}")
+        self._own(lambda: self._event("profiler", switch="enable"), lambda: self._mark(f"profiler#{self.windows}"))
         return out
 
     def _disable_profiler(self, *args, **kwargs):
-        self._mark(f"profiler#{self.windows}")
-        self._event("profiler", switch="disable")
+        self._own(lambda: self._mark(f"profiler#{self.windows}"), lambda: self._event("profiler", switch="disable"))
         stop = _time_ns()
         result = self.real["_disable_profiler"](*args, **kwargs)
         if self.call is not None:
@@ -492,12 +509,30 @@ def in_steps(events, rec):
     is no part of the training's profile, so no row of it is one the grader ranks or one
     top_ops() may list."""
     last = len(rec.windows) - 1
-    spans = sorted((t0, t1) for t0, t1, w in rec.spans if w == last)
+    steps = sorted((t0, t1) for t0, t1, w in rec.spans if w == last)
+    # the steps' windows, and the grader's own sealed records at the switches (`CallRecord.own`)
+    spans = sorted(steps + list(rec.own))
     start = rec.windows[last][0].trace_start_ns()
+
+    def encloses_step(e):
+        """Does a with_stack frame of the grader's `train_step` hold one of the steps' windows
+        (its own frame: what its self time is, besides the step's, is the grader's code)?"""
+        a = start + round(e.time_range.start * 1000)
+        b = start + round(e.time_range.end * 1000)
+        i = _bisect_left(steps, (a - _EDGE_NS,))  # the first step that began after the frame did
+        return i < len(steps) and steps[i][1] <= b + _EDGE_NS
 
     def inside(e):
         if e.name.startswith("ProfilerStep"):
             return True  # the markers
+        if e.name == _TRAIN_STEP_FRAME and encloses_step(e):
+            return True  # the grader's train_step, around a step it ran
+        up = getattr(e, "cpu_parent", None)
+        if up is not None and up.name == _TRAIN_STEP_FRAME and encloses_step(up):
+            # what train_step itself calls around the sealed step (the seal's entry and exit, the
+            # watch's bookkeeping): the grader's own; anything a collection runs there is a frame
+            # of its own below these, held to the windows like every other
+            return True
         # every other event by where it ran, a with_stack profile's Python frames too: a frame
         # has self time of its own (red team 17: a pure-Python loop of the submission's between
         # the steps, all self time, ranked first as "the bottleneck"), whatever file it is in
@@ -510,6 +545,11 @@ def in_steps(events, rec):
     kept = _EventList([e for e in events if inside(e)], use_device=getattr(events, "_use_device", None))
     kept._tree_built = True  # the events keep the tree `events` built (building again adds children twice)
     return kept
+
+
+def _frame_name(code):
+    """What torch's Python tracer names a frame of `code`: `file.py(first line): name`."""
+    return f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): {code.co_name}"
 
 
 def recorded_events(prof, rec):
@@ -1041,6 +1081,11 @@ class Lesson:
             ctx.metric(f"verify.{cand}.truth.faster", speed == "fast")
             ctx.metric(f"verify.{cand}.truth.outputs_close", right)
             ctx.metric(f"verify.{cand}.candidate", f"{speed}_{'right' if right else 'wrong'}")
+
+
+# the name torch's Python tracer gives a frame of the grader's `train_step` (`in_steps`)
+_TRAIN_STEP_FRAME = _frame_name(
+    next(c for c in Lesson.train_step.__code__.co_consts if getattr(c, "co_name", None) == "train_step"))
 
 
 def before_submission(ctx):
