@@ -268,10 +268,16 @@ fn either_in_expected_yaml_is_checked_at_its_line() {
     ];
     for (entry, want) in cases {
         let course = CourseCopy::new();
-        course.edit_lines(rel, "ckpt_in_inference:", |_| format!("ckpt_in_inference: {entry}"));
+        course.edit_lines(rel, "ckpt_in_inference:", |_| {
+            format!("ckpt_in_inference: {entry}")
+        });
         let run = course.check(&[EX]);
         run.assert_refused(want);
-        assert!(!run.stderr.contains("gradings"), "nothing is graded: {}", run.stderr);
+        assert!(
+            !run.stderr.contains("gradings"),
+            "nothing is graded: {}",
+            run.stderr
+        );
     }
 }
 

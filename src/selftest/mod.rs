@@ -267,7 +267,10 @@ fn plan(
                 .as_ref()
                 .map(|want| expected::bands_not_held(&p.spec.rubric, want, opts.device))
                 .unwrap_or_default();
-            for c in fails.map(|f| f.either_on(opts.device, &p.spec.rubric)).unwrap_or_default() {
+            for c in fails
+                .map(|f| f.either_on(opts.device, &p.spec.rubric))
+                .unwrap_or_default()
+            {
                 if !either.contains(&c) {
                     either.push(c);
                 }
