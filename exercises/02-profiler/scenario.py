@@ -525,13 +525,7 @@ def in_steps(events, rec):
     def inside(e):
         if e.name.startswith("ProfilerStep"):
             return True  # the markers
-        if e.name == _TRAIN_STEP_FRAME and encloses_step(e):
-            return True  # the grader's train_step, around a step it ran
-        up = getattr(e, "cpu_parent", None)
-        if up is not None and up.name == _TRAIN_STEP_FRAME and encloses_step(up):
-            # what train_step itself calls around the sealed step (the seal's entry and exit, the
-            # watch's bookkeeping): the grader's own; anything a collection runs there is a frame
-            # of its own below these, held to the windows like every other
+        if getattr(e, "is_python_function", False) and _graders(e, encloses_step):
             return True
         # every other event by where it ran, a with_stack profile's Python frames too: a frame
         # has self time of its own (red team 17: a pure-Python loop of the submission's between
@@ -547,9 +541,32 @@ def in_steps(events, rec):
     return kept
 
 
-def _frame_name(code):
-    """What torch's Python tracer names a frame of `code`: `file.py(first line): name`."""
-    return f"{os.path.basename(code.co_filename)}({code.co_firstlineno}): {code.co_name}"
+def _of(e, code):
+    """Is `e` torch's Python-tracer event of a frame of `code`? The tracer names it `path(first
+    line): name`, the path its file's own, whole or shortened to a tail (`02-profiler/scenario.py`
+    under a folder on sys.path)."""
+    tail = f"({code.co_firstlineno}): {code.co_name}"
+    if not e.name.endswith(tail):
+        return False
+    path, full = e.name[: -len(tail)], code.co_filename
+    return bool(path) and full.endswith(path) and (path == full or full[-len(path) - 1] == os.sep)
+
+
+def _graders(e, encloses_step):
+    """Is a with_stack profile's Python frame `e` one of the grader's own frames around the steps,
+    known by its code, not its file (red team 18 ran its own work through grader files): the
+    grader's `train_step` around a step it ran, the watch's switch wrappers, and the seal and
+    bookkeeping those call themselves (careful students 19: under load their self time, outside
+    the steps' windows, ranked in a careful with_stack profile's top 5). A built-in they call, or
+    anything a collection runs inside them, is an event of its own, held to the windows."""
+    if _of(e, _TRAIN_STEP_CODE):
+        return encloses_step(e)
+    if any(_of(e, c) for c in _WATCH_CODES):
+        return True
+    up = getattr(e, "cpu_parent", None)
+    caller = up is not None and (
+        (_of(up, _TRAIN_STEP_CODE) and encloses_step(up)) or any(_of(up, c) for c in _WATCH_CODES))
+    return caller and any(_of(e, c) for c in _CALLED_CODES)
 
 
 def recorded_events(prof, rec):
@@ -1083,9 +1100,12 @@ class Lesson:
             ctx.metric(f"verify.{cand}.candidate", f"{speed}_{'right' if right else 'wrong'}")
 
 
-# the name torch's Python tracer gives a frame of the grader's `train_step` (`in_steps`)
-_TRAIN_STEP_FRAME = _frame_name(
-    next(c for c in Lesson.train_step.__code__.co_consts if getattr(c, "co_name", None) == "train_step"))
+# the code of the grader's own frames around the steps (`_graders`): `train_step`, the watch's
+# switch wrappers, and what those call themselves (the seal, the watch's bookkeeping)
+_TRAIN_STEP_CODE = next(c for c in Lesson.train_step.__code__.co_consts if getattr(c, "co_name", None) == "train_step")
+_WATCH_CODES = tuple(getattr(ProfilerWatch, n).__code__ for n in (
+    "_prepare_profiler", "_enable_profiler", "_disable_profiler", "_own", "_credit", "_event", "_mark"))
+_CALLED_CODES = tuple(f.__code__ for f in (_sealed.__enter__, _sealed.__exit__, ProfilerWatch.ran, ProfilerWatch._judge))
 
 
 def before_submission(ctx):
