@@ -2,6 +2,7 @@
 `leftover_state` (put back), `sealed` (a handed-over call runs none of the submission's code) and
 `Lease` (a handed-over function belongs to one call)."""
 import gc as _gc
+import logging as _logging
 import sys as _sys
 
 import numpy as _np
@@ -88,6 +89,15 @@ _SWITCHES = (
     ("flush denormal", _flushing, _set_flush_denormal),
 ) + _cuda_switches()
 _SWITCHES_BASE = tuple(read() for _, read, _ in _SWITCHES)  # when grade_lib is loaded
+
+
+# The loggers torch consults inside a step, and their ancestors: a backward attaches a logging
+# hook to every node when `torch.autograd.graph`'s effective level is DEBUG (red team 19 ran a
+# filter of its own there, inside the grader's sealed step). Few, so setting them aside costs a
+# few attribute reads per sealed call (in lesson 01 a seal's entry is outside the call's stamps).
+_STEP_LOGGERS = tuple(_logging.getLogger(n) for n in ("torch.autograd.graph", "torch.autograd", "torch")) + (
+    _logging.root,)
+_LOG_LEVELS = tuple(lg.level for lg in _STEP_LOGGERS)  # when grade_lib is loaded
 _FUNCTION_BASE = _function_len()  # TorchFunctionModes on the stack then (none: the grader's come later)
 
 
@@ -176,7 +186,8 @@ class sealed:
     attempt, whether or not it was kept out. So is another intra-op thread count: the body runs
     on the graded one (put back for it), and a step timed on another is not the step graded."""
 
-    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_modes", "_saved", "_subclass", "_switches", "_threads")
+    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_levels", "_modes", "_saved", "_subclass", "_switches",
+                 "_threads")
 
     def __init__(self, ctx, lease=None):
         self._ctx = ctx
@@ -222,6 +233,16 @@ class sealed:
         self._hooks = [(d, dict(d)) for d in _module_hooks if d]
         for d, _ in self._hooks:
             d.clear()
+        # logging: the loggers torch consults in a step (`_STEP_LOGGERS`) are at the levels they
+        # had before the submission existed, so torch attaches no logging hooks (and no handler or
+        # filter of the submission's behind them) to the step's backward (red team 19)
+        self._levels = []
+        for lg, base in zip(_STEP_LOGGERS, _LOG_LEVELS):
+            if lg.level != base:
+                self._levels.append((lg, lg.level))
+                lg.level = base
+        if self._levels:
+            _logging.Logger.manager._clear_cache()
         # TorchFunctionModes the submission pushed around the call (`with torch.device(...)`, a
         # mode of its own: each one a Python call in every torch call of the body; red team 11:
         # sixteen nested device contexts around the eager calls only, their time booked as the
@@ -240,6 +261,10 @@ class sealed:
         finally:
             for d, kept in self._hooks:
                 d.update(kept)
+            for lg, level in self._levels:
+                lg.level = level
+            if self._levels:
+                _logging.Logger.manager._clear_cache()
             if _get_threads() != self._threads:
                 _set_threads(self._threads)
             for write, value in reversed(self._switches):

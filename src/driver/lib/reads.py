@@ -227,6 +227,38 @@ def _own_in(a, files):
     return None
 
 
+# Calls that copy or pickle a tensor's Python state (its `__dict__`) inside torch's handler, where
+# the counter's mode is set aside: whatever of the submission's that state holds runs there
+# unwatched (red team 19: a dict key of its own class in a tensor's attribute, whose `__hash__`
+# read values back while `copy.deepcopy` rebuilt the dict)
+_STATEFUL = frozenset(("__deepcopy__", "__copy__", "__reduce_ex__", "__reduce__", "__getstate__", "__setstate__"))
+
+
+def _own_state(args, files, depth=4):
+    """An object of the watched code's own classes (a protocol method written in `files`) in the
+    Python state of a tensor among `args`: its `__dict__`, keys and values, walked `depth` levels
+    into dicts, lists, tuples and sets; None when there is none."""
+    todo = [(getattr(a, "__dict__", None), 0) for a in args if isinstance(a, _Tensor)]
+    seen = 0
+    while todo:
+        x, d = todo.pop()
+        seen += 1
+        if x is None or seen > 10_000:
+            continue
+        if (type(x) not in (dict, list, tuple, set, frozenset)
+                and not isinstance(x, (_INERT, _Tensor, _Storage, torch.nn.Module)) and _own_class(type(x), files)):
+            return x
+        if isinstance(x, dict):
+            items = [*x.keys(), *x.values()]
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            items = list(x)
+        else:
+            continue
+        if d < depth:
+            todo.extend((i, d + 1) for i in items)
+    return None
+
+
 def _flat(args, kwargs):
     """The tensors and storages among a call's arguments (one level into lists, tuples, dicts)."""
     out = []
@@ -737,6 +769,14 @@ class HostReads(_TorchFunctionMode):
                 f"({type(own).__name__}): torch would run its methods inside its own call; pass tensors and "
                 "plain numbers (see the contract in README.md)"
             )
+        if getattr(func, "__name__", "") in _STATEFUL:
+            own = _own_state(args, self.files)
+            if own is not None:
+                raise TypeError(
+                    f"{func.__name__}() of a tensor that holds an object of your own class "
+                    f"({type(own).__name__}) in its attributes: torch would run its methods while it copies "
+                    "the tensor; keep your own objects out of tensors' attributes (see the contract in README.md)"
+                )
         line = self._caller_line()
         if line is None and not self._host:
             # not the watched code's call, and no host memory to follow: nothing to count
