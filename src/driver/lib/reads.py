@@ -769,11 +769,12 @@ class HostReads(_TorchFunctionMode):
                 f"({type(own).__name__}): torch would run its methods inside its own call; pass tensors and "
                 "plain numbers (see the contract in README.md)"
             )
-        if getattr(func, "__name__", "") in _STATEFUL:
+        name = getattr(func, "__name__", "")
+        if name in _STATEFUL:
             own = _own_state(args, self.files)
             if own is not None:
                 raise TypeError(
-                    f"{func.__name__}() of a tensor that holds an object of your own class "
+                    f"{name}() of a tensor that holds an object of your own class "
                     f"({type(own).__name__}) in its attributes: torch would run its methods while it copies "
                     "the tensor; keep your own objects out of tensors' attributes (see the contract in README.md)"
                 )
@@ -783,12 +784,11 @@ class HostReads(_TorchFunctionMode):
             try:
                 out = self._call(func, args, kwargs)
             except Exception:
-                self._raised(getattr(func, "__name__", ""), _flat(args, kwargs), None)
+                self._raised(name, _flat(args, kwargs), None)
                 raise
             if self.autograd:
                 self._recorded(func, out)
             return out
-        name = getattr(func, "__name__", "")
         if name in _ATTRIBUTES and not self.direct:
             # torch's own reads and writes of a tensor's attributes on the watched code's behalf
             # (an optimizer's `p.grad`: half the torch calls of a training step): nothing is
