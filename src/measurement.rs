@@ -5,7 +5,8 @@
 //! Events (written by the driver and `grade_lib` (src/driver/lib/)):
 //! - `step {id, inputs?, fp?, grad?}` a unit of work began; `step_done {id}` it finished (for
 //!   training: backward done). A `step` without its `step_done` is a *stray* forward, not a step.
-//!   `inputs` labels each input against the grader's own batch (`batch`, `other`, `none`); `fp`
+//!   `inputs` labels each input against the grader's own batch (`batch`, `other`, `none`;
+//!   `shape`: another shape, where the batch handed over is the step's input: lessons 04, 05); `fp`
 //!   gives each input's fingerprint instead (lesson 02, where the submission picks the input): it
 //!   is labelled here, `batch` when it equals the first step's in the trace, else `other`; a
 //!   `step_done {fp}` gives them again as the step ended (`other` unless still the first step's:
@@ -48,13 +49,20 @@ pub struct Step {
     /// Position of its `step_done` event; `None` for a stray forward.
     pub end: Option<usize>,
     pub variant: String,
-    /// Input name → label (`batch`, `other`, `none`).
+    /// Input name → label (`batch`, `other`, `shape`, `none`).
     pub inputs: BTreeMap<String, String>,
 }
 
 impl Step {
     pub fn whole(&self) -> bool {
         self.end.is_some()
+    }
+    /// Did it do the contract's work: no input of another shape than the one handed over
+    /// (labelled `shape`: a slice of the batch)? A timed window holds only such steps (red team
+    /// 20: steps on half the batch's rows timed as the step's windows). Other values of the same
+    /// shape are the same work: `same_inputs` is what judges them.
+    pub fn on_given_inputs(&self) -> bool {
+        self.inputs.values().all(|l| l != "shape")
     }
     /// Last position the step occupies.
     pub fn last(&self) -> usize {
@@ -469,12 +477,16 @@ impl Measurement {
             .then_some(first.as_str())
     }
 
-    /// Timed repeats: intervals with exactly `per` whole steps of one variant and nothing else.
+    /// Timed repeats: intervals with exactly `per` whole steps of one variant, each on the
+    /// inputs handed over (`Step::on_given_inputs`), and nothing else.
     pub fn windows(&self) -> Vec<&Interval> {
         self.intervals
             .iter()
             .filter(|iv| {
-                iv.steps.len() == self.per && iv.partial == 0 && self.variant_of(iv).is_some()
+                iv.steps.len() == self.per
+                    && iv.partial == 0
+                    && self.variant_of(iv).is_some()
+                    && iv.steps.iter().all(|&k| self.steps[k].on_given_inputs())
             })
             .collect()
     }
@@ -487,12 +499,15 @@ impl Measurement {
     }
 
     /// The readings of `variant`'s timed windows a number reported over all of them (a median)
-    /// may come from: every window (`windows_of`) first, then each clock's own, then one window
-    /// per group of steps (the innermost pair synced before both reads, else the innermost). A
-    /// window is two consecutive reads of one clock; where a call also reads other clocks (a
-    /// `time.time()` log stamp around each window, windows that alternate two clocks), their
-    /// pairs around the same steps are windows too, but the student timed each group of steps
-    /// once (issue 39).
+    /// may come from: every window (`windows_of`) first, then each clock's own where that clock
+    /// timed every group of steps some window timed, then one window per group of steps (the
+    /// innermost pair synced before both reads, else the innermost). A window is two consecutive
+    /// reads of one clock; where a call also reads other clocks (a `time.time()` log stamp around
+    /// each window, windows that alternate two clocks), their pairs around the same steps are
+    /// windows too, but the student timed each group of steps once (issue 39). A clock that
+    /// timed only some of the groups is a subset of the measurement chosen after the fact (red
+    /// team 20: a second clock closed around the fastest steps only, or around the padded ones):
+    /// its median is no reading of the variant's windows.
     pub fn window_readings(&self, variant: &str) -> Vec<Vec<&Interval>> {
         let all = self.windows_of(variant);
         let mut out: Vec<Vec<&Interval>> = vec![all.clone()];
@@ -505,13 +520,16 @@ impl Measurement {
         if clocks.len() < 2 {
             return out;
         }
-        for c in &clocks {
-            out.push(all.iter().copied().filter(|iv| iv.clock == *c).collect());
-        }
         let mut groups: Vec<&Vec<usize>> = Vec::new();
         for iv in &all {
             if !groups.contains(&&iv.steps) {
                 groups.push(&iv.steps);
+            }
+        }
+        for c in &clocks {
+            let own: Vec<&Interval> = all.iter().copied().filter(|iv| iv.clock == *c).collect();
+            if groups.iter().all(|g| own.iter().any(|iv| &iv.steps == *g)) {
+                out.push(own);
             }
         }
         let one_each = groups

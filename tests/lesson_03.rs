@@ -446,7 +446,8 @@ fn a_step_without_its_optimizer_step_is_no_whole_step() {
         why.contains(&format!("B={}, T={}: the grader saw the forward and the loss's backward, but no optimizer.step()", bs[2], ts[0])),
         "{why}"
     );
-    // the repeated ledger: its optimizer_state is believed only from a whole step of that call
+    // the repeated ledger: its grads and optimizer_state are believed only from a whole step of
+    // that call (grads too since red team 20: a forward and backward with no step is no ledger)
     let mut obs = L.recorded("solution");
     let row = &obs.traces["ledger.adam_again"][0];
     let (b, t) = (
@@ -457,7 +458,11 @@ fn a_step_without_its_optimizer_step_is_no_whole_step() {
     let vs = grade_obs(obs);
     assert_eq!(
         failing(&vs),
-        vec!["optimizer_state_exact", "ledger_reproducible"]
+        vec![
+            "grads_exact",
+            "optimizer_state_exact",
+            "ledger_reproducible"
+        ]
     );
 }
 
@@ -475,10 +480,16 @@ fn an_optimizer_step_of_another_call_steps_no_row() {
     }
     assert_eq!(moved, 1);
     let vs = grade_obs(obs);
-    // (activations_exact too: a row's activations are believed only from a whole step's call)
+    // (grads_exact and activations_exact too: a row's grads and activations are believed only
+    // from a whole step's call)
     assert_eq!(
         failing(&vs),
-        vec!["optimizer_state_exact", "activations_exact", "one_update"]
+        vec![
+            "grads_exact",
+            "optimizer_state_exact",
+            "activations_exact",
+            "one_update"
+        ]
     );
 }
 

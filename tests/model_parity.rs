@@ -117,3 +117,65 @@ fn workload_is_deterministic_in_its_seed_even_across_threads() {
     assert!(!a.idx.equal(&others[1].idx));
     assert!(!a.weights[3].1.equal(&others[1].weights[3].1));
 }
+
+/// A grading computes only the parts of the reference its rubric reads (lessons 01 and 02 none),
+/// and each part is the same as in the whole answer.
+#[test]
+fn the_reference_computes_what_each_rubric_reads() {
+    use grade::reference::Parts;
+    use grade::spec::{Exercise, Rubric};
+    let read = |id: &str| {
+        let ex = Exercise::load(&root().join("exercises").join(id)).unwrap();
+        Parts::read_by(&Rubric::load(&root().join(format!("rubrics/{id}.yaml")), &ex).unwrap())
+    };
+    let (none, off, greedy) = (
+        Parts {
+            off: false,
+            greedy: false,
+        },
+        Parts {
+            off: true,
+            greedy: false,
+        },
+        Parts {
+            off: false,
+            greedy: true,
+        },
+    );
+    for (id, want) in [
+        ("01-metrics", none),
+        ("02-profiler", none),
+        ("03-memory", off),
+        ("04-checkpoint", off),
+        ("05-compile", off),
+        ("06-sync", greedy),
+    ] {
+        assert_eq!(read(id), want, "{id}");
+    }
+    let cfg = ModelConfig {
+        vocab: 32,
+        seq_len: 8,
+        d_model: 16,
+        n_heads: 2,
+        n_blocks: 1,
+        batch: 2,
+    };
+    let work = workload::generate(&cfg, 3);
+    let all = reference::compute(&cfg, &work);
+    assert!(reference::compute_parts(&cfg, &work, none).is_empty());
+    for parts in [off, greedy] {
+        let some = reference::compute_parts(&cfg, &work, parts);
+        assert!(!some.is_empty());
+        for (name, t) in &some {
+            assert!(
+                name.starts_with(if parts.off {
+                    "reference/off/"
+                } else {
+                    "reference/greedy/"
+                }),
+                "{name}"
+            );
+            assert!(t.equal(&all[name]), "{name}");
+        }
+    }
+}

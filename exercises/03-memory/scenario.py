@@ -70,6 +70,7 @@ _synchronize = torch.cuda.synchronize
 _reset_peak = torch.cuda.reset_peak_memory_stats
 _max_allocated = torch.cuda.max_memory_allocated
 _Adam, _SGD = torch.optim.Adam, torch.optim.SGD
+_zeros_like = torch.zeros_like
 from torch.optim.optimizer import register_optimizer_step_pre_hook as _register_optimizer_step_pre_hook  # noqa: E402
 ProbeFailed = Exception  # replaced by the driver's class before anything runs
 
@@ -249,17 +250,27 @@ def _state_bytes(optimizer):
     return sum(seen.values())
 
 
-def _holding(held, optimizer, args, kwargs):
+def _holding(held, still, optimizer, args, kwargs):
     """Step pre-hook the grader registers on every optimizer of a drawn row (`Setup.held`), run last:
     the drawn parameter's gradient is set aside for the step, so the optimizer makes no state for
-    it and leaves it as it is, and put back by `_stepped` as the step returns. Which parameter is
-    decided here, inside the step: the gradients and `param_groups` before it (and after it) do
-    not tell (red team 6: state worked out from them before `step()`); only the state read after
-    the step does."""
+    it and leaves it as it is; and another drawn parameter's (`Setup.still`) is swapped for
+    zeros, so the optimizer makes its state as for any other and moves it by exactly nothing
+    (Adam's and SGD's update of a zero gradient is 0). Both are put back by `_stepped` as the step
+    returns. Which parameters is decided here, inside the step: the gradients and `param_groups`
+    before it (and after it) do not tell (red team 6: state worked out from them before
+    `step()`), nor do the weights the step moved (red team 20: state priced for every parameter
+    that changed); only the state read after the step does."""
+    kept = []
     p = held()
     if p is not None and p.grad is not None:
-        _HELD[id(optimizer)] = (p, p.grad)
+        kept.append((p, p.grad))
         p.grad = None
+    q = still()
+    if q is not None and q.grad is not None:
+        kept.append((q, q.grad))
+        q.grad = _zeros_like(q.grad)
+    if kept:
+        _HELD[id(optimizer)] = kept
 
 
 _HELD = {}
@@ -297,10 +308,10 @@ def _stepped(ctx, call, b, t, optimizer, args, kwargs):
 
 
 def _put_back(optimizer, args, kwargs):
-    """Step post-hook: the held parameter's gradient back (`_holding`), as it was before the step
-    (the grader's own ledger's; `_stepped` calls it first for the submission's cases)."""
-    p, g = _HELD.pop(id(optimizer), (None, None))
-    if p is not None and p.grad is None:
+    """Step post-hook: the held and the still parameter's gradients back (`_holding`), as they were
+    before the step (the grader's own ledger's; `_stepped` calls it first for the submission's
+    cases)."""
+    for p, g in _HELD.pop(id(optimizer), ()):
         p.grad = g
 
 
@@ -407,6 +418,17 @@ class Setup:
         others = [i for i in range(len(self.param_numels)) if i not in (k, out)]
         return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/held").choice(others)
 
+    def still(self, call, b, t):
+        """The index of the parameter whose gradient is zeros during the step of call `call`'s
+        case at (b, t) (`_holding`): drawn per row, never the dropped, the left-out or the held
+        one, so it has a gradient and optimizer state, and the step leaves it as it is."""
+        k, out = self.dropped(call, b, t), self.left_out(call, b, t)
+        if k is None:
+            return None
+        held = self.held(call, b, t)
+        others = [i for i in range(len(self.param_numels)) if i not in (k, out, held)]
+        return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/still").choice(others)
+
     def dropped_bytes(self, call, b, t, optimizer):
         """(grad bytes, optimizer-state bytes) that row's draws take off the parameters' bytes: the
         dropped parameter has neither, the one left out of the optimizer and the one held during
@@ -422,13 +444,14 @@ class Setup:
         return 4 * self.param_numels[k], state(k) + state(out) + state(held)
 
     def hold(self, opt, model, call, b, t):
-        """Registers `_holding` for the row's held parameter on `opt`, an optimizer over
-        `model`; `_hold_last` runs it after every pre-hook of the submission's."""
+        """Registers `_holding` for the row's held and still parameters on `opt`, an optimizer
+        over `model`; `_hold_last` runs it after every pre-hook of the submission's."""
         k = self.held(call, b, t)
         if k is None:
             return
-        ref = weakref.ref(list(model.parameters())[k])
-        _HOLDS[id(opt)] = opt.register_step_pre_hook(functools.partial(_holding, ref)).id
+        params = list(model.parameters())
+        held, still = weakref.ref(params[k]), weakref.ref(params[self.still(call, b, t)])
+        _HOLDS[id(opt)] = opt.register_step_pre_hook(functools.partial(_holding, held, still)).id
 
     def pads(self, call, b, t):
         """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy each

@@ -48,7 +48,7 @@ class Lesson:
         # a step's variant is decided by what ran (issue 38): "on" when every layer of every
         # block ran inside a checkpoint call and was recomputed in the backward, "off" when they all ran and nothing checkpointed;
         # anything else (layers skipped, a checkpoint beside the blocks) is neither
-        self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=self.variant, checkpoints=True)
+        self.observer = ctx.lib.StepObserver(ctx, self.batch, variant=self.variant, checkpoints=True, sized=True)
 
     @staticmethod
     def variant(rec):

@@ -237,11 +237,15 @@ def _see_inputs(call, args):
 
 def _fed(x, batch):
     """`batch` when a call of time_calls()' `fn` was fed the grader's batch (a plain tensor equal
-    to the grader's own copy), else `other`: compared with the submission's torch functions off."""
+    to the grader's own copy), `shape` for a tensor of another shape (a slice: another call's
+    work, no window of this one), else `other`: compared with the submission's torch functions
+    off."""
     if type(x) is not _Tensor:
         return "other"
     with _DisableTorchFunction():
-        same = x.shape == batch.shape and x.dtype == batch.dtype and x.device == batch.device and _equal(x, batch)
+        if x.shape != batch.shape:
+            return "shape"
+        same = x.dtype == batch.dtype and x.device == batch.device and _equal(x, batch)
     return "batch" if same else "other"
 
 

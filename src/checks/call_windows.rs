@@ -98,6 +98,16 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
             _ => (format!("steady_s[{}]", j - 1), steady.get(j - 1).copied()),
         };
         let Some(reported) = reported else { continue };
+        // a call on an input of another shape (a slice of the batch: red team 20) times other work
+        if !m.steps[k].on_given_inputs() {
+            if bad.len() < 4 {
+                bad.push((
+                    format!("第 {} 次调用的输入形状不是交给你的那批 x 的（例如切片）：{name} 计的是别的工作", j + 1),
+                    format!("call {} was fed a tensor of another shape than the x handed over (a slice): {name} times other work", j + 1),
+                ));
+            }
+            continue;
+        }
         // any two reads of one clock around this call alone, to the clock's resolution at the
         // values read (chained `time.time()` stamps differenced with np.diff: ~0.24 µs)
         let own = m.sources_of(&[k]);

@@ -7,7 +7,8 @@
 //! `file:line:column`. A fixture that must fail something is not held to the rubric's timing
 //! bands (`band: true`) its entry leaves out, nor to the criteria its entry names `either:`
 //! (`{fail: [...], either: [...]}`: a verdict its mistake leaves to what the grading draws, a
-//! model shape from the seed; `selftest::Graded::either`).
+//! model shape from the seed; `selftest::Graded::either`); `{either: [...]}` alone: at least one
+//! of them must fail.
 use crate::course::Course;
 use crate::device::Device;
 use crate::error::GradeError;
@@ -34,7 +35,10 @@ pub struct Fails {
     /// Criteria it may pass or fail: its mistake (already failing `fail`) puts it near their
     /// edge, on one side or the other by the shape a grading draws (lesson 04's
     /// `checkpoint_sequential_last`: two of three blocks checkpointed keep about half the bytes).
-    /// Only beside `fail`: a fixture that must pass is held to every criterion.
+    /// Alone (no `fail:`): it must fail at least one of them, which one the draw decides (lesson
+    /// 02's `redteam18_getattr_guard_frame`: its own work between the steps either ranks in the
+    /// whole recording's top 5, which its list leaves out, or in its top 3, which is no training
+    /// row). A fixture that must pass (`[]`) is held to every criterion.
     #[serde(default)]
     pub either: Vec<String>,
     /// `refused`: the course's Python refuses it before it runs; every criterion fails.
@@ -199,14 +203,6 @@ impl Expected {
                         format!("`{key}`: `{c}` is both to fail and `either:`; name it once"),
                     ));
                 }
-            }
-            if !fails.either.is_empty() && fails.all().next().is_none() {
-                return Err(at_key(
-                    &fails.either[0],
-                    format!(
-                        "`{key}`: `either:` only beside `fail:` (a fixture that must pass is held to every criterion)"
-                    ),
-                ));
             }
             match key.as_str() {
                 SOLUTION if fails.all().next().is_some() => {

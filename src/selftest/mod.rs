@@ -131,6 +131,8 @@ struct Job {
     expected: Option<Vec<String>>,
     /// See `Graded::either`.
     either: Vec<String>,
+    /// An entry of `either:` alone (no `fail:`): at least one of these must fail.
+    one_of: Vec<String>,
 }
 
 struct Prepared {
@@ -263,14 +265,21 @@ fn plan(
         };
         let job = |name: &str, part, path: &PathBuf, fails: Option<&expected::Fails>| {
             let expected = fails.map(applicable);
+            let declared = fails
+                .map(|f| f.either_on(opts.device, &p.spec.rubric))
+                .unwrap_or_default();
+            let one_of = match &expected {
+                Some(want) if want.is_empty() => declared.clone(),
+                _ => Vec::new(),
+            };
             let mut either = expected
                 .as_ref()
-                .map(|want| expected::bands_not_held(&p.spec.rubric, want, opts.device))
+                .map(|want| {
+                    let held = if one_of.is_empty() { want } else { &one_of };
+                    expected::bands_not_held(&p.spec.rubric, held, opts.device)
+                })
                 .unwrap_or_default();
-            for c in fails
-                .map(|f| f.either_on(opts.device, &p.spec.rubric))
-                .unwrap_or_default()
-            {
+            for c in declared {
                 if !either.contains(&c) {
                     either.push(c);
                 }
@@ -282,6 +291,7 @@ fn plan(
                 path: path.clone(),
                 run: 1,
                 either,
+                one_of,
                 expected,
             }
         };
@@ -332,6 +342,7 @@ fn plan(
             path: j.path.clone(),
             expected: j.expected.clone(),
             either: j.either.clone(),
+            one_of: j.one_of.clone(),
             ..j
         }));
     }
@@ -399,21 +410,27 @@ fn judge(course: &Course, job: &Job, report: Report, seconds: f64) -> Graded {
 }
 
 /// (failed but not expected, expected but not failed); nothing when any failure will do. A band
-/// the job is not held to (`either`) is neither.
+/// the job is not held to (`either`) is neither; an `either:` alone (`one_of`) that none of its
+/// criteria failed is missing as "one of …".
 fn differences(job: &Job, failed: &[String]) -> (Vec<String>, Vec<String>) {
     let Some(want) = job.expected.as_ref() else {
         return (Vec::new(), Vec::new());
     };
+    let mut missing: Vec<String> = want
+        .iter()
+        .filter(|c| !failed.contains(c))
+        .cloned()
+        .collect();
+    if !job.one_of.is_empty() && !job.one_of.iter().any(|c| failed.contains(c)) {
+        missing.push(format!("one of {}", job.one_of.join(" | ")));
+    }
     (
         failed
             .iter()
             .filter(|c| !want.contains(c) && !job.either.contains(c))
             .cloned()
             .collect(),
-        want.iter()
-            .filter(|c| !failed.contains(c))
-            .cloned()
-            .collect(),
+        missing,
     )
 }
 
@@ -573,4 +590,49 @@ pub fn evidence(r: &Report, passed_but_expected: &[String]) -> Vec<Text> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(fail: &[&str], either: &[&str], one_of: &[&str]) -> Job {
+        let ids = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Job {
+            exercise: 0,
+            name: "f".into(),
+            part: Part::Fixtures,
+            path: PathBuf::from("f.py"),
+            run: 1,
+            expected: Some(ids(fail)),
+            either: ids(either),
+            one_of: ids(one_of),
+        }
+    }
+
+    fn failed(xs: &[&str]) -> Vec<String> {
+        xs.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// `{either: [a, b]}` alone: one of them failing, either one, is as expected; neither is a
+    /// miss named "one of a | b"; anything else failing is unexpected.
+    #[test]
+    fn either_alone_needs_one_of_its_criteria_to_fail() {
+        let j = job(&[], &["a", "b"], &["a", "b"]);
+        for f in [&["a"][..], &["b"], &["a", "b"]] {
+            assert_eq!(differences(&j, &failed(f)), (vec![], vec![]), "{f:?}");
+        }
+        assert_eq!(
+            differences(&j, &failed(&[])),
+            (vec![], vec!["one of a | b".to_string()])
+        );
+        assert_eq!(
+            differences(&j, &failed(&["a", "c"])),
+            (vec!["c".to_string()], vec![])
+        );
+        // beside `fail:`, `either:` is only tolerance
+        let j = job(&["c"], &["a"], &[]);
+        assert_eq!(differences(&j, &failed(&["c"])), (vec![], vec![]));
+        assert_eq!(differences(&j, &failed(&["c", "a"])), (vec![], vec![]));
+    }
 }

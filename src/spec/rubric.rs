@@ -666,6 +666,19 @@ impl Operand {
 }
 
 impl Rubric {
+    /// Does some check of this rubric name a tensor under `prefix` (`reference/greedy`)? Read
+    /// off the checks as written, whatever kind of check names it.
+    pub fn names_tensor(&self, prefix: &str) -> bool {
+        let p = prefix.trim_end_matches('/');
+        serde_json::to_string(&self.criteria).is_ok_and(|text| {
+            text.match_indices(p).any(|(i, _)| {
+                let after = text[i + p.len()..].chars().next();
+                let before = text[..i].chars().next_back();
+                before == Some('"') && matches!(after, Some('"') | Some('/'))
+            })
+        })
+    }
+
     pub fn load(path: &Path, exercise: &Exercise) -> Result<Rubric, GradeError> {
         let (rubric, text): (Rubric, String) = load_yaml(path)?;
         let err = |needle: &str, msg: String| spec_error(path, &text, needle, msg);

@@ -12,13 +12,17 @@ from .integrity import _top_saved_hooks
 _equal = torch.equal  # captured before any submission code runs
 
 
-def label(t, reference):
-    """`batch` when `t` equals the grader's tensor, `none` for None, else `other`."""
+def label(t, reference, sized=False):
+    """`batch` when `t` equals the grader's tensor, `none` for None, else `other`; with `sized`
+    (the batch handed over is the step's only input: lesson 04), `shape` for a tensor of another
+    shape (a slice of the batch: less work than the step's, so no timed window holds it)."""
     if t is None:
         return "none"
     if not isinstance(t, torch.Tensor):
         return "other"
-    if t.shape == reference.shape and t.device == reference.device and _equal(t, reference):
+    if t.shape != reference.shape:
+        return "shape" if sized else "other"
+    if t.device == reference.device and _equal(t, reference):
         return "batch"
     return "other"
 
@@ -56,9 +60,10 @@ class StepObserver:
     sends `outside_step`, not `step`), so a model dug out of `step()` and run on other inputs or
     other terms counts for nothing."""
 
-    def __init__(self, ctx, batch, variant=None, inside=None, checkpoints=False):
+    def __init__(self, ctx, batch, variant=None, inside=None, checkpoints=False, sized=False):
         self.ctx = ctx
         self.batch = batch
+        self.sized = sized  # an input of another shape than the batch's is labelled `shape`
         self.variant = variant or (lambda rec: None)
         self.inside = inside
         # lesson 04: which checkpoint each layer ran in, where its saves went, and whether the
@@ -212,7 +217,8 @@ class StepObserver:
         k = self.next_id
         self.next_id += 1
         grad = torch.is_grad_enabled()
-        inputs = {"idx": label(idx, self.batch["idx"]), "targets": label(targets, self.batch["targets"])}
+        inputs = {"idx": label(idx, self.batch["idx"], self.sized),
+                  "targets": label(targets, self.batch["targets"], self.sized)}
         ctx.event("step", id=k, inputs=inputs, grad=grad, t=ctx.clock(), c=ctx.cost_clock())
         before = ctx.tally("ckpt")
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
