@@ -1147,6 +1147,99 @@ fn recorded_solution_with_a_second_checkpoint_per_block_fails_granularity() {
     );
 }
 
+/// Steps fed an input of another shape than the batch handed over (a slice: red team 20's
+/// `timed_steps_on_half_batch`) are no timed windows: the repeats and the median have none, and
+/// the inputs are not the same; every other criterion of the recorded run still passes.
+#[test]
+fn recorded_solution_timed_on_a_slice_has_no_windows() {
+    let mut obs = L.recorded("solution");
+    let mut relabelled = 0;
+    for e in obs.traces.get_mut("compare.run1").unwrap() {
+        if e.e == "step" {
+            if let Some(inputs) = e.fields.get_mut("inputs").and_then(|v| v.as_object_mut()) {
+                inputs.insert("idx".into(), json!("shape"));
+                relabelled += 1;
+            }
+        }
+    }
+    assert!(relabelled > 0);
+    let v = grade_recorded(obs);
+    for id in NON_TENSOR {
+        let want = match id {
+            "compare_same_inputs" | "compare_repeats" | "compare_median" => Status::Fail,
+            _ => Status::Pass,
+        };
+        assert_eq!(v[id], want, "{id}");
+    }
+}
+
+/// `compare.run1` with a second clock (`monotonic`) read inside "on" windows: around every one
+/// (`all`), its windows 1 ms longer than the perf_counter ones around the same step; else around
+/// the three fastest only, as long as theirs. The reported "on" `step_s` is that clock's median.
+fn with_second_clock(all: bool) -> Observations {
+    let mut obs = L.recorded("solution");
+    let trace = obs.traces.get_mut("compare.run1").unwrap();
+    let perf = |e: &Event| e.e == "timer" && e.fields["clock"] == json!("perf_counter");
+    let v = |e: &Event| e.fields["v"].as_f64().unwrap();
+    // the "on" windows: two consecutive perf_counter reads around one step whose forward was "on"
+    let reads: Vec<usize> = (0..trace.len()).filter(|&i| perf(&trace[i])).collect();
+    let mut on: Vec<(usize, usize)> = reads
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .filter(|&(a, b)| {
+            let inner = &trace[a..b];
+            inner.iter().filter(|e| e.e == "step_done").count() == 1
+                && inner
+                    .iter()
+                    .any(|e| e.e == "fwd_end" && e.fields["variant"] == json!("on"))
+        })
+        .collect();
+    assert!(on.len() >= 7, "{} on windows", on.len());
+    if !all {
+        on.sort_by(|x, y| {
+            (v(&trace[x.1]) - v(&trace[x.0])).total_cmp(&(v(&trace[y.1]) - v(&trace[y.0])))
+        });
+        on.truncate(3);
+    }
+    on.sort();
+    let extra = if all { 0.001 } else { 0.0 };
+    let mut durations = Vec::new();
+    for &(a, b) in on.iter().rev() {
+        let (open, close) = (v(&trace[a]), v(&trace[b]) + extra);
+        durations.push(close - open);
+        let read = |x: f64| {
+            let mut e = Event::new("timer");
+            e.fields.insert("clock".into(), json!("monotonic"));
+            e.fields.insert("v".into(), json!(x));
+            e
+        };
+        trace.insert(b, read(close));
+        trace.insert(a + 1, read(open));
+    }
+    durations.sort_by(f64::total_cmp);
+    let n = durations.len();
+    let median = (durations[(n - 1) / 2] + durations[n / 2]) / 2.0;
+    obs.metrics
+        .insert("compare.run1.on.step_s".into(), json!(median));
+    obs
+}
+
+/// A median of one clock's windows alone is the variant's only when that clock timed every group
+/// of steps some window timed (red team 20: a second clock read around the fastest "on" steps
+/// only, its median reported): such a reading over every window passes, over the three fastest
+/// fails.
+#[test]
+fn a_clock_that_timed_only_some_steps_gives_no_median() {
+    assert_eq!(
+        grade_recorded(with_second_clock(true))["compare_median"],
+        Status::Pass
+    );
+    assert_eq!(
+        grade_recorded(with_second_clock(false))["compare_median"],
+        Status::Fail
+    );
+}
+
 #[test]
 fn recorded_starter_run_fails_everything_it_touches() {
     let v = grade_recorded(L.recorded("starter"));
