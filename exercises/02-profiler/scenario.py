@@ -69,6 +69,7 @@ import random
 import sys
 import time
 from bisect import bisect_left as _bisect_left, bisect_right as _bisect_right
+from copy import copy as _copy
 from hashlib import sha256 as _sha256
 from types import SimpleNamespace as _Namespace
 
@@ -471,13 +472,14 @@ class Output(torch.Tensor):
             return func(*args, **(kwargs or {}))
 
 
-def every_row(events, cuda):
+def every_row(events, cuda, averages=None):
     """Every key_averages() row of a recording (torch's EventList, as `prof.key_averages()`
     makes them: ProfilerStep markers and a with_stack profile's Python-function rows included),
     by self time (device time on CUDA); stable sort, as sorted(..., reverse=True) orders ties.
-    What any row a submission lists must be (`profile.runN.rows`): its name, self time, calls."""
+    What any row a submission lists must be (`profile.runN.rows`): its name, self time, calls.
+    `averages`: `events.key_averages()` when already made."""
     rows = []
-    for e in events.key_averages():
+    for e in events.key_averages() if averages is None else averages:
         t = e.self_device_time_total if cuda else e.self_cpu_time_total
         rows.append({"e": "op", "name": e.key, "self_us": float(t), "calls": int(e.count)})
     rows.sort(key=lambda r: r["self_us"], reverse=True)
@@ -603,11 +605,14 @@ def recorded_events(prof, rec):
     return events, activities
 
 
-def hand_over(prof, events):
+def hand_over(prof, events, averages=None):
     """Once the grader's answers about a recording are sent, give its parse of the recording to
     the profile object when the object has not parsed it yet: torch would parse the same results
-    the same way when top_ops() first asks, so the grading pays for one parse, not two. What the
-    object holds from then on is no concern of the grader's (its answers have left)."""
+    the same way when top_ops() first asks, so the grading pays for one parse, not two. With
+    `averages` (the grader's `events.key_averages()`), the parse's `key_averages()` with torch's
+    default grouping hands out a copy of those rows instead of aggregating the events again, as
+    it would on every call (each row copied: what a submission does to its rows stays its own).
+    What the object holds from then on is no concern of the grader's (its answers have left)."""
     key = _PROFILES.get(type(prof), 0)
     inner = prof if key is None else getattr(prof, key, None) if key else None
     if (
@@ -616,6 +621,16 @@ def hand_over(prof, events):
         and getattr(inner, "_needs_processing", False)
         and not getattr(inner, "acc_events", False)
     ):
+        if averages is not None:
+            aggregate = events.key_averages
+
+            def key_averages(group_by_input_shapes=False, group_by_stack_n=0, group_by_overload_name=False):
+                if group_by_input_shapes or group_by_stack_n or group_by_overload_name:
+                    return aggregate(group_by_input_shapes, group_by_stack_n, group_by_overload_name)
+                return _EventList([_copy(a) for a in averages], use_device=averages._use_device,
+                                  profile_memory=averages._profile_memory, with_flops=averages._with_flops)
+
+            events.key_averages = key_averages
         inner._function_events = events
         inner._needs_processing = False
 
@@ -879,8 +894,10 @@ class Lesson:
             # inside the steps among them, are no bigger a trace of the training)
             ops = sum(1 for e in events if not getattr(e, "is_python_function", False))
             ctx.metric(f"profile.{run}.events", ops)
+            averages = events.key_averages()  # the whole recording's rows, made once
             kept = _in_steps(events, rec)
-            every = _every(kept, self.cuda)
+            same = len(kept) == len(events)
+            every = _every(kept, self.cuda, averages if same else None)
             # the training's rows: what ran inside the recorded steps (`in_steps`), as
             # key_averages() would have them: a row top_is_bottleneck credits must be one of
             # these, with its numbers (the submission's work between the steps is no part of it)
@@ -891,7 +908,7 @@ class Lesson:
             # frames outside the steps are in it (a careful with_stack profile's loop, torch's
             # `prof.step()`, the course's guards): under load a preempted one ranked in its top 5
             # (careful students 19, red team 20's run), which the training's rows do not hold
-            listed = every if len(kept) == len(events) else _every(events, self.cuda)
+            listed = every if same else _every(events, self.cuda, averages)
             whole = _ranking(listed)
             ctx.traces[f"profile.{run}.listed"] = listed
             # every operator of the profile by name, with its call count: what the two runs
@@ -903,7 +920,7 @@ class Lesson:
                 ctx.traces[f"profile.{run}.top{int(k)}"] = whole[: int(k)]
             if self.cuda:
                 ctx.metric(f"profile.{run}.cuda_activity", "yes" if _CUDA in activities else "no")
-            _hand_over(prof, events)
+            _hand_over(prof, events, averages)
 
     def top_ops(self, _number=number):
         fn = self.need("top_ops")
