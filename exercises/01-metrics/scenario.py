@@ -110,23 +110,19 @@ def _busy(ctx, fn, kind, lease):
     `lease` is the one measure() call it is handed to (`lib.Lease`): kept and called in another
     call, it does nothing and the integrity gate names it, so the steps a call's trace holds are
     that call's own (issue 38, round 4: the simulated step kept from the first call)."""
-    cost, sealed = ctx.cost_clock, ctx.lib.sealed
+    handed = ctx.lib.handed
 
-    def run(_profiling=_profiling):
+    def more(_profiling=_profiling):
+        # `prof`: a profiler recorded the call (torch's flag): its recording's cost is in the
+        # window, no measure of the step (red team 18 timed every step profiled, with stacks,
+        # shapes and memory: twice the step's time, inside real_agrees' band)
+        return {"prof": True} if _profiling() else {}
+
+    def run():
         # none of the submission's code runs inside (a hook, a finalizer: the collector is off
         # until after the closing stamp, so a collection it provoked falls outside the call)
-        with sealed(ctx, lease):
-            c0 = cost()
-            try:
-                return fn()
-            finally:
-                c1 = cost()
-                # `prof`: a profiler recorded the call (torch's flag): its recording's cost is in
-                # the window, no measure of the step (red team 18 timed every step profiled, with
-                # stacks, shapes and memory: twice the step's time, inside real_agrees' band)
-                more = {"prof": True} if _profiling() else {}
-                ctx.event("call", fn=kind, c0=c0, c1=c1, g=ctx.overhead, **more)
-                ctx.overhead += cost() - c1
+        with handed(ctx, kind, lease, more):
+            return fn()
 
     return run
 

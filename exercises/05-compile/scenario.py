@@ -649,51 +649,37 @@ class Lesson:
         made = [0]
         last = []  # the latest call's logits, copied as it returned (the submission's, not an answer)
         batch = self.idx.clone()  # the grader's own copy of what it hands over
-        cost = ctx.cost_clock
         # this call's own fn and sync (`lib.Lease`, red team 5): an eager fn kept from the eager
         # call and timed in the compiled one, or a compiled fn kept for compile_for_shapes, does
         # nothing outside its call and the gate names it; and none of the submission's code runs
-        # inside them (`lib.sealed`: the collector off until after the closing stamp, so a
-        # finalizer it provoked is its own time, outside the call)
-        lease, sealed = ctx.lib.Lease("fn()/sync()", f"time_calls() of the {name} model"), ctx.lib.sealed
-
-        def stamped(kind, c0):
-            c1 = cost()
-            ctx.event("call", fn=kind, c0=c0, c1=c1, g=ctx.overhead)
-            ctx.overhead += cost() - c1
+        # inside them (`lib.handed`, sealed: the collector off until after the closing stamp, so
+        # a finalizer it provoked is its own time, outside the call)
+        lease, handed = ctx.lib.Lease("fn()/sync()", f"time_calls() of the {name} model"), ctx.lib.handed
 
         def fn(x):
             entered[0] += 1  # no call here: a stack too deep to run the model fails before this
-            with sealed(ctx, lease):
-                c0 = cost()
-                try:
-                    k = made[0]
-                    made[0] += 1
-                    ctx.event("step", id=k, inputs={"idx": _fed(x, batch)})
-                    t0 = ctx.clock()
-                    with torch.no_grad():
-                        out = m(x)
-                    self.sync()
-                    took = ctx.clock() - t0
-                    ctx.event("step_done", id=k, grader_s=took)
-                    if k == 0:
-                        ctx.metric(f"real.{name}.grader_first_s", took)
-                    with _DisableTorchFunction():
-                        got = out[0] if isinstance(out, tuple) else out
-                        last[:] = [got.detach().clone() if isinstance(got, _Tensor) else got]
-                    finished[0] += 1
-                    return out
-                finally:
-                    stamped("fn", c0)
+            with handed(ctx, "fn", lease):
+                k = made[0]
+                made[0] += 1
+                ctx.event("step", id=k, inputs={"idx": _fed(x, batch)})
+                t0 = ctx.clock()
+                with torch.no_grad():
+                    out = m(x)
+                self.sync()
+                took = ctx.clock() - t0
+                ctx.event("step_done", id=k, grader_s=took)
+                if k == 0:
+                    ctx.metric(f"real.{name}.grader_first_s", took)
+                with _DisableTorchFunction():
+                    got = out[0] if isinstance(out, tuple) else out
+                    last[:] = [got.detach().clone() if isinstance(got, _Tensor) else got]
+                finished[0] += 1
+                return out
 
         def sync():
-            with sealed(ctx, lease):
-                c0 = cost()
-                try:
-                    ctx.event("sync")
-                    self.sync()
-                finally:
-                    stamped("sync", c0)
+            with handed(ctx, "sync", lease):
+                ctx.event("sync")
+                self.sync()
 
         ctx.trace = trace = []
         # every call of fn must run the model to its end (red team 15: calls made from the bottom

@@ -30,14 +30,21 @@ _json_dumps = json.dumps  # the recorder calls what it bound here, never a modul
 _SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting on a run queue, timeslices
 
 
+_os_pread, _getpid, _get_ident = os.pread, os.getpid, threading.get_ident
+_SCHEDSTAT_FDS = {}  # (pid, thread) -> the calling thread's schedstat, open
+
+
 def _run_queue_s():
     """Seconds the calling thread has spent runnable but waiting for a CPU (the kernel's
-    schedstat `run_delay`; opened at each read, so a forked child reads its own)."""
-    fd = _os_open(_SCHEDSTAT, os.O_RDONLY)
-    try:
-        return int(_os_read(fd, 128).split()[1]) / 1e9
-    finally:
-        _os_close(fd)
+    schedstat `run_delay`). Each thread's file stays open and is read again from its start: an
+    open() at each read cost 20 µs in the sandbox (Landlock walks the path), most of the cost
+    clock's time and all of it after the clock's value was taken (the grader's seconds then
+    counted as a window's own). A forked child, or another thread, opens its own."""
+    key = (_getpid(), _get_ident())
+    fd = _SCHEDSTAT_FDS.get(key)
+    if fd is None:
+        fd = _SCHEDSTAT_FDS[key] = _os_open(_SCHEDSTAT, os.O_RDONLY)
+    return int(_os_pread(fd, 128, 0).split()[1]) / 1e9
 
 
 _process_time, _thread_time = time.process_time, time.thread_time

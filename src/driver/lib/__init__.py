@@ -8,7 +8,8 @@ per concern; this file re-exports what scenarios use (`ctx.lib.X`) and names the
 - `steps`     the observed model: a training step is what ran (`StepObserver`, `observed_model`)
 - `simdevice` an asynchronous device on an exact virtual clock (`SimDevice`)
 - `reads`     the CPU device boundary: read-backs, constants, kept graphs (`HostReads`)
-- `integrity` what a call may not leave behind or take along (`leftover_state`, `sealed`, `Lease`)
+- `integrity` what a call may not leave behind or take along (`leftover_state`, `sealed`, `Lease`),
+              a handed-over call sealed and stamped (`handed`)
 
 
 - `observed_model(...)`: a TinyGPT whose every forward is observed as (the start of) a training
@@ -31,7 +32,7 @@ per concern; this file re-exports what scenarios use (`ctx.lib.X`) and names the
   (checkpoint calls, autograd on/off, the checkpointing flag when the grader set it), so rules such
   as "one checkpoint per block in every forward where autograd records" hold in every probe.
 """
-from .integrity import Lease, global_state, leftover_state, sealed
+from .integrity import Lease, global_state, handed, leftover_state, sealed
 from .memory import SAVES_SINKS, hooked_forwards, kept_bytes, param_storages, saved_bytes
 from .reads import (DISPATCH, FACTORIES, READBACKS, HostReads, _Alive, _Unseen, _engine_run_watched,
                     _frombuffer_watched, _from_numpy_watched, _storage_from_file_watched, graph_steps, graphs_steps,
