@@ -71,6 +71,7 @@ _reset_peak = torch.cuda.reset_peak_memory_stats
 _max_allocated = torch.cuda.max_memory_allocated
 _Adam, _SGD = torch.optim.Adam, torch.optim.SGD
 _zeros_like = torch.zeros_like
+_no_grad = torch.no_grad
 from torch.optim.optimizer import register_optimizer_step_pre_hook as _register_optimizer_step_pre_hook  # noqa: E402
 ProbeFailed = Exception  # replaced by the driver's class before anything runs
 
@@ -259,12 +260,17 @@ def _holding(held, still, optimizer, args, kwargs):
     returns. Which parameters is decided here, inside the step: the gradients and `param_groups`
     before it (and after it) do not tell (red team 6: state worked out from them before
     `step()`), nor do the weights the step moved (red team 20: state priced for every parameter
-    that changed); only the state read after the step does."""
+    that changed); only the state read after the step does. The held parameter is written in
+    place by one (exact) `mul_(1)`, so the parameters the step wrote are not those with state
+    either (red team 21: the optimizer's in-place writes seen through the version counters of a
+    graph of the submission's own, state priced for each parameter written)."""
     kept = []
     p = held()
     if p is not None and p.grad is not None:
         kept.append((p, p.grad))
         p.grad = None
+        with _no_grad():
+            p.mul_(1.0)
     q = still()
     if q is not None and q.grad is not None:
         kept.append((q, q.grad))

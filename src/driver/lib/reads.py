@@ -161,6 +161,20 @@ def _crosses(func, args):
     return None
 
 
+def _to_layout(func, out):
+    """(op, 8) when aten op `func` returned a tensor of another layout than strided (sparse COO,
+    CSR, CSC, BSR, BSC), else None. Such a tensor's structure is host metadata: its count of
+    entries (`values().shape[0]`, `_nnz()`) and their places are the data's, so making one reads
+    the data, as `nonzero` does (on CUDA it waits for the device). Red team 21 took 16 bits a
+    call from `(ruler < x).to_sparse().values().shape[0]`, no op tagged as a read."""
+    for t in _tensors(out):
+        if t.layout is not _STRIDED:
+            return func.__name__.split(".")[0], 8
+    return None
+
+
+_STRIDED = torch.strided
+
 # What a torch function is handed that runs no code of anyone's: tensors, Python's plain values,
 # torch's own descriptors, containers (looked into by `_own_object`)
 _INERT = (int, float, bool, str, bytes, complex, type(None), slice, type(Ellipsis), torch.dtype,
@@ -476,7 +490,12 @@ class _Unseen(_TorchDispatchMode):
         seen = owner.seen
         if seen is not None:
             _ids(args, kwargs, seen)
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if crossed is not None and not crossed:
+            hit = _to_layout(func, out)
+            if hit is not None:
+                crossed.append(hit)
+        return out
 
 
 class HostReads(_TorchFunctionMode):
@@ -715,7 +734,7 @@ class HostReads(_TorchFunctionMode):
             raise
         kind = table.get(op)
         ins = _flat(args, kwargs)
-        hit = _crosses(func, args)
+        hit = _crosses(func, args) or _to_layout(func, out)
         if kind is None and hit is not None:
             kind = "readback"
         if kind is None and not any(isinstance(x, _Tensor) for x in ins) and _tensors(out):
