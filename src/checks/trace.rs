@@ -50,7 +50,9 @@ const MIN_WINDOWS_TO_EXCUSE: usize = 10;
 /// loaded machine) cannot move a median, and the median rule still counts it. Only when exactly one
 /// stream fails, and passes with one window excused; two stretched windows fail as before; and
 /// never in a stream where the submission slept (a `sleep` event: the driver's `time.sleep`), whose
-/// stretched window is its own doing, not the machine's (red team 18: 40 ms in one window of 36).
+/// stretched window is its own doing, not the machine's (red team 18: 40 ms in one window of 36),
+/// nor a window over its allowance by more than `IdleSpec::MAX_STALL_S` (red team 21: a spin of a
+/// quarter second, no `sleep` event).
 fn excuse_one_stall(
     p: TracePredicate,
     spec: &TraceSpec,

@@ -142,6 +142,14 @@ def _entry(fn):
     return fn
 
 
+# How deep the grader is in work of its own that runs none of the submission's code (a sealed
+# body, `lib.sealed`; the recording of its own stamps): records made there are the grader's,
+# with no walk up the stack. The walk's length is the submission's to choose (red team 21: a
+# handed-over call made from 800 frames of `contextlib`: 11 ms of walking per record, booked as
+# the call's work or as the grader's recording, so a 1.5 ms step read 14 ms).
+_GRANTED = [0]
+
+
 def _forged():
     """Is a record being made on the submission's own initiative? Walking up from the recorder
     (`_Channel._send`'s caller), the last frame before the first submission frame that is not a
@@ -152,7 +160,7 @@ def _forged():
     during the submission's forward), below an entry (a clock read) or below a scenario's function
     handed to the submission (`step()`, `sync()`) are the grader's. Returns the called function's
     name, or None."""
-    if not SUBMISSION_FILES:
+    if not SUBMISSION_FILES or _GRANTED[0]:
         return None
     f = sys._getframe(1)
     called = f.f_code

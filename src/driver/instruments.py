@@ -202,6 +202,7 @@ def _install_clocks(ctx):
             gc_was = stamped and _gc_isenabled()
             if gc_was:
                 _gc_disable()
+            granted = False
             try:
                 # `c`: the grader's cost clock where the value is read, after the grader's own
                 # check: what the window's work is compared with (`call` events)
@@ -212,6 +213,8 @@ def _install_clocks(ctx):
                 else:
                     value = _real()
                 if c is not None:
+                    ctx.granted[0] += 1  # the grader's own record: no forgery walk
+                    granted = True
                     # `g`: the grader's own seconds spent recording so far (`Ctx.overhead`)
                     if _ns:
                         ctx.event("timer", clock=_family, v=value / 1e9, ns=value, c=c, g=ctx.overhead)
@@ -225,6 +228,8 @@ def _install_clocks(ctx):
                         ctx.watch.check("during a clock read")
                     ctx.overhead += ctx.cost_clock() - c
             finally:
+                if granted:
+                    ctx.granted[0] -= 1
                 if gc_was:
                     _gc_enable()
             return value

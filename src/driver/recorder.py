@@ -233,6 +233,9 @@ class Ctx:
         # `timer`, a handed-over call's `call`) outside the calls: carried as `g` on each, so a
         # window's time of the submission's own leaves the grader's writing out (measurement.rs)
         self.overhead = 0.0
+        # the grader's own work, no forgery walk for its records (`grade_attribution._GRANTED`):
+        # raised by `lib.sealed` and around the recording of a stamped clock read
+        self.granted = grade_attribution._GRANTED
         # where the driver's time went (seconds; `timings` record, sent by write()): its stages in
         # order, and each probe's start (since the driver began), length and recording time
         self.stage_s = {}

@@ -252,6 +252,7 @@ class sealed:
         self._saved.__enter__()
         self._subclass = _no_subclass()
         self._subclass.__enter__()
+        self._ctx.granted[0] += 1  # the body's records are the grader's (no forgery walk)
         return self
 
     @property
@@ -279,6 +280,7 @@ class sealed:
                 write(value)
             for mode in reversed(self._modes):
                 _function_push(mode)
+            self._ctx.granted[0] -= 1
             if self._gc:
                 _gc_enable()
         return False
