@@ -98,7 +98,10 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
                 let (k, secs, busy, own, allowed) = over[0];
                 let n = over.len();
                 let (of_zh, of_en) = if reading {
-                    ("（报告的中位数来自这些窗口）", " (the windows the reported median comes from)")
+                    (
+                        "（报告的中位数来自这些窗口）",
+                        " (the windows the reported median comes from)",
+                    )
                 } else {
                     ("", "")
                 };

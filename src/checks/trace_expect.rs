@@ -209,7 +209,10 @@ fn idle_windows(
         let own = secs - busy;
         windows.push((own, busy));
         let allowed = idle.max_s + idle.max_share * busy;
-        if own > allowed && own - allowed <= IdleSpec::MAX_STALL_S && std::mem::take(&mut excuse_one) {
+        if own > allowed
+            && own - allowed <= IdleSpec::MAX_STALL_S
+            && std::mem::take(&mut excuse_one)
+        {
             continue;
         }
         if own > allowed {
