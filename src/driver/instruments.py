@@ -204,8 +204,8 @@ def _install_clocks(ctx):
                 _gc_disable()
             granted = False
             try:
-                # `c`: the grader's cost clock where the value is read, after the grader's own
-                # check: what the window's work is compared with (`call` events)
+                # `c`: the grader's cost clock where the value is read: what the window's work is
+                # compared with (`call` events)
                 c = ctx.cost_clock() if stamped else None
                 if mine and ctx.virtual_now is not None:
                     secs = float(ctx.virtual_now())

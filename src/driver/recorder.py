@@ -25,7 +25,7 @@ _perf_counter = time.perf_counter  # the driver's own clock, captured before any
 _T0 = _perf_counter()
 _clock_gettime, _CLOCK_MONOTONIC = time.clock_gettime, time.CLOCK_MONOTONIC
 _T0_MONO = _clock_gettime(_CLOCK_MONOTONIC)
-_os_open, _os_read, _os_close, _os_write = os.open, os.read, os.close, os.write
+_os_open, _os_write = os.open, os.write
 _json_dumps = json.dumps  # the recorder calls what it bound here, never a module attribute
 _SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting on a run queue, timeslices
 
