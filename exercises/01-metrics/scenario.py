@@ -51,9 +51,6 @@ import torch
 
 from course import Config
 
-# torch's own "a profiler is recording" flag, bound before the submission is imported
-_profiling = torch._C._autograd._profiler_enabled
-
 _median = statistics.median  # captured before the submission is imported
 _thread_time = time.thread_time  # CPU time of this thread: a floor for any wall-clock timing
 _gc_disable, _gc_enable = gc.disable, gc.enable
@@ -112,16 +109,10 @@ def _busy(ctx, fn, kind, lease):
     that call's own (issue 38, round 4: the simulated step kept from the first call)."""
     handed = ctx.lib.handed
 
-    def more(_profiling=_profiling):
-        # `prof`: a profiler recorded the call (torch's flag): its recording's cost is in the
-        # window, no measure of the step (red team 18 timed every step profiled, with stacks,
-        # shapes and memory: twice the step's time, inside real_agrees' band)
-        return {"prof": True} if _profiling() else {}
-
     def run():
         # none of the submission's code runs inside (a hook, a finalizer: the collector is off
         # until after the closing stamp, so a collection it provoked falls outside the call)
-        with handed(ctx, kind, lease, more):
+        with handed(ctx, kind, lease):
             return fn()
 
     return run

@@ -87,7 +87,6 @@ _OutputGraph = _output_graph.OutputGraph
 _call_user_compiler = _OutputGraph.call_user_compiler
 _equal = torch.equal
 _DisableTorchFunction = torch._C.DisableTorchFunction
-_profiling = torch._C._autograd._profiler_enabled  # torch's own flag: a profiler records now
 _dynamo_reset = torch._dynamo.reset  # bound before the submission exists
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
 MAX_SCALARS = 32  # scalar inputs a graph of the model may take (sizes, Python floats dynamo lifts)
@@ -657,15 +656,9 @@ class Lesson:
         # a finalizer it provoked is its own time, outside the call)
         lease, handed = ctx.lib.Lease("fn()/sync()", f"time_calls() of the {name} model"), ctx.lib.handed
 
-        def more(_profiling=_profiling):
-            # `prof`: a profiler recorded the call (torch's flag): its recording's cost is in the
-            # window, no measure of the call (red team 21: the eager calls profiled with stacks,
-            # shapes and memory read 2.5x their time, inside every window)
-            return {"prof": True} if _profiling() else {}
-
         def fn(x):
             entered[0] += 1  # no call here: a stack too deep to run the model fails before this
-            with handed(ctx, "fn", lease, more):
+            with handed(ctx, "fn", lease):
                 k = made[0]
                 made[0] += 1
                 if k == 0:  # graphs compiled before the first call (`real.compiles_before`)
@@ -686,7 +679,7 @@ class Lesson:
                 return out
 
         def sync():
-            with handed(ctx, "sync", lease, more):
+            with handed(ctx, "sync", lease):
                 ctx.event("sync")
                 self.sync()
 

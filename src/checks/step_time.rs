@@ -7,7 +7,7 @@
 //! holds its step plus a little: `zero_grad`, `sync`, the last of backward); a made-up number
 //! does not. A variant with no timed window is left to the criteria that count windows.
 use super::{fmt_num, within, Env, Outcome};
-use crate::measurement::Measurement;
+use crate::measurement::{close_to, median_range, Interval, Measurement};
 use crate::spec::rubric::StepTimeSpec;
 use crate::text;
 
@@ -59,7 +59,7 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
         // when most windows are padded, and a stray pause in a few (a collection, a page fault)
         // moves nothing, so a variant fails when more than half of its windows exceed the bound
         if let Some(idle) = &spec.idle {
-            let over_of = |ivs: &[&crate::measurement::Interval]| {
+            let over_of = |ivs: &[&Interval]| {
                 let mut over = Vec::new();
                 for (k, iv) in ivs.iter().enumerate() {
                     let Some((secs, busy)) = m.busy_between(iv.open, iv.close) else {
@@ -85,8 +85,8 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
                 // median is the padded one (red team 21)
                 for reading in m.window_readings(&case.variant).iter().skip(1) {
                     let d: Vec<f64> = reading.iter().filter_map(|iv| iv.duration).collect();
-                    let agrees = crate::measurement::median_range(&d)
-                        .is_some_and(|(lo, hi)| crate::measurement::close_to(reported, lo, hi));
+                    let agrees =
+                        median_range(&d).is_some_and(|(lo, hi)| close_to(reported, lo, hi));
                     let over = over_of(reading);
                     if agrees && 2 * over.len() > reading.len() {
                         found = Some((over, reading.len(), true));

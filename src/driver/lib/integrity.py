@@ -298,12 +298,14 @@ class handed:
     submission put around the call (`sealed.set_aside`: 16 nested device contexts, red team 11),
     the seconds of setting it aside and back stay the submission's.
 
-    `more()` (optional) gives extra fields of the event, read when the body has returned."""
+    `prof`: torch's profiler was recording when the body returned: its recording's cost is in the
+    window, no measure of the call (red team 18's profiled steps in lesson 01, red team 21's
+    profiled eager calls in 05: twice or 2.5× their time)."""
 
-    __slots__ = ("_ctx", "_kind", "_lease", "_more", "_seal", "_c_in", "_c0")
+    __slots__ = ("_ctx", "_kind", "_lease", "_seal", "_c_in", "_c0")
 
-    def __init__(self, ctx, kind, lease=None, more=None):
-        self._ctx, self._kind, self._lease, self._more = ctx, kind, lease, more
+    def __init__(self, ctx, kind, lease=None):
+        self._ctx, self._kind, self._lease = ctx, kind, lease
 
     def __enter__(self):
         cost = self._ctx.cost_clock
@@ -318,7 +320,7 @@ class handed:
         cost = ctx.cost_clock
         c1 = cost()
         try:
-            more = self._more() if self._more is not None else {}
+            more = {"prof": True} if _profiling() else {}
             ctx.event("call", fn=self._kind, c0=self._c0, c1=c1, g=ctx.overhead, **more)
         finally:
             if seal.set_aside:
@@ -362,4 +364,5 @@ def _same(t):
 _gc_disable = _gc.disable
 _saved_hooks = torch.autograd.graph.saved_tensors_hooks
 _no_subclass = torch._C.DisableTorchFunctionSubclass
+_profiling = torch._C._autograd._profiler_enabled  # torch's own flag: a profiler records now
 
