@@ -1,7 +1,7 @@
 """grade's warm interpreter for `grade batch` (a fork server): imports torch once, then forks one
 child per submission. Embedded in the `grade` binary (src/runner/zygote.rs).
 
-    python -I -B zygote.py DRIVER_PY        (fd 3: a SOCK_SEQPACKET socket to the grader)
+    python -I -B zygote.py DRIVER_PY [--compile]   (fd 3: a SOCK_SEQPACKET socket to the grader)
 
 The grader starts it inside the batch's sandbox (Landlock: read the Python environment, the
 course, the batch's staging folder; write only the staging folder; no network; no capabilities;
@@ -30,14 +30,29 @@ import sys
 
 # What torch imports lazily on first use, paid once here instead of in every child: the first
 # non-reentrant checkpoint() pulls in dynamo (sympy, ~900 modules, ~0.9 s); lesson 02 the
-# profiler. Not inductor: importing it fixes its cache paths from this process's environment,
-# and each run has its own (TORCHINDUCTOR_CACHE_DIR in its folder).
+# profiler.
 WARM_MODULES = (
     "torch.utils.checkpoint",
     "torch._dynamo",
     "torch.profiler",
     "torch.testing",
     "RestrictedPython.transformer",  # the course's Python (policy.py): compiled per run, imported once
+)
+# With `--compile` (a zygote for an exercise with a compile cache, lesson 05): what a child's first
+# torch.compile imports (~800 modules, 0.6 s of every grading). Inductor reads its cache folder
+# from the environment when it uses it (`cache_dir()`), so each child's own
+# TORCHINDUCTOR_CACHE_DIR holds; the one path fixed at import, the precompiled headers'
+# (`codecache._HEADER_DIR`, from the temporary folder), each child makes again from its own
+# (`_child`), and no lru-cached path is computed by an import. Only these zygotes: other lessons' children never
+# carry the compiler (a larger heap makes every full collection slower).
+COMPILE_MODULES = (
+    "torch._inductor.compile_fx",
+    "torch._inductor.codecache",
+    "torch._inductor.fx_passes.post_grad",
+    "torch._inductor.fx_passes.joint_graph",
+    "torch._inductor.codegen.cpp",
+    "torch._inductor.codegen.cpp_wrapper_cpu",
+    "torch._inductor.cpp_builder",
 )
 
 # -- Landlock (linux/landlock.h), for the child's own layer -----------------------------------
@@ -117,6 +132,13 @@ def _child(req, fds, driver):
         import tempfile
 
         tempfile.tempdir = req["dir"]
+        # the one path inductor's import fixes from the temporary folder (`--compile`): as the
+        # child's own import would have made it (a submission that compiles at import, before
+        # lesson 05's scenario moves it into the compile cache, writes its header there)
+        codecache = sys.modules.get("torch._inductor.codecache")
+        if codecache is not None and hasattr(codecache, "_HEADER_DIR"):
+            codecache._HEADER_DIR = os.path.join(codecache.default_cache_dir(), "precompiled_headers")
+            codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
         sys.argv = ["driver.py", req["job"]]
         sys.modules["__main__"] = driver  # as in a fresh `python driver.py`
         driver.run_job(req["job"], req["nonce"])
@@ -144,7 +166,8 @@ def main():
         sys.stderr.flush()
         os._exit(driver.ENV_BROKEN)  # as a fresh driver would
     torch.set_num_threads(1)
-    for name in WARM_MODULES:  # imports only: no op runs, no thread starts
+    warm = WARM_MODULES + (COMPILE_MODULES if "--compile" in sys.argv[2:] else ())
+    for name in warm:  # imports only: no op runs, no thread starts
         try:
             importlib.import_module(name)
         except Exception:

@@ -56,7 +56,29 @@ pub struct ZygoteExecutor {
     base: PythonExecutor,
     /// Where every run's folder lives: the zygote may read and write here, each child only its own.
     staging: tempfile::TempDir,
-    zygote: Mutex<Option<Arc<Zygote>>>,
+    /// The running zygotes, one per kind of run (`Kind`). A `grade check` of the whole course
+    /// starts two.
+    zygotes: Mutex<Vec<(Kind, Arc<Zygote>)>>,
+}
+
+/// What a zygote is started for: the exercise's shared compile cache (`None`: it compiles
+/// nothing), whose zygote also imports the compiler and may read the cache's precompiled headers;
+/// and whether its runs are the course's own, which write that cache in place (so its sandbox
+/// lets them; a student's run writes only its own copy).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Kind {
+    compile_cache: Option<PathBuf>,
+    writes_cache: bool,
+}
+
+impl Kind {
+    fn of(req: &RunRequest) -> Kind {
+        let compile_cache = super::compile_cache(req);
+        Kind {
+            writes_cache: req.trusted && compile_cache.is_some(),
+            compile_cache,
+        }
+    }
 }
 
 impl ZygoteExecutor {
@@ -68,18 +90,24 @@ impl ZygoteExecutor {
         Ok(ZygoteExecutor {
             base,
             staging,
-            zygote: Mutex::new(None),
+            zygotes: Mutex::new(Vec::new()),
         })
     }
 
-    /// The running zygote, started (again) when there is none or it died.
+    /// The running zygote for `req`'s kind of exercise, started (again) when there is none or it
+    /// died.
     fn zygote(&self, req: &RunRequest) -> Result<Arc<Zygote>, GradeError> {
-        let mut slot = self.zygote.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(z) = slot.as_ref().filter(|z| z.alive.load(Ordering::SeqCst)) {
+        let kind = Kind::of(req);
+        let mut slots = self.zygotes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, z)) = slots
+            .iter()
+            .find(|(k, z)| *k == kind && z.alive.load(Ordering::SeqCst))
+        {
             return Ok(Arc::clone(z));
         }
         let z = Arc::new(self.start(req)?);
-        *slot = Some(Arc::clone(&z));
+        slots.retain(|(k, _)| *k != kind);
+        slots.push((kind, Arc::clone(&z)));
         Ok(z)
     }
 
@@ -99,6 +127,8 @@ impl ZygoteExecutor {
             .arg("-B")
             .arg(&zygote_py)
             .arg(&driver_py)
+            // an exercise that compiles: the compiler's modules imported once here too
+            .args(super::compile_cache(req).map(|_| "--compile"))
             .current_dir(root)
             .env_clear()
             .envs(BASE_ENV)
@@ -118,7 +148,13 @@ impl ZygoteExecutor {
                     r.extend(reads.iter().cloned()); // its children's links lead there
                     r
                 },
-                write: vec![root.to_path_buf()],
+                write: {
+                    // the course's own runs write the shared compile cache in place
+                    let mut w = vec![root.to_path_buf()];
+                    let kind = Kind::of(req);
+                    w.extend(kind.compile_cache.filter(|_| kind.writes_cache));
+                    w
+                },
             }
             .prepare()
         });
@@ -293,11 +329,6 @@ impl Executor for ZygoteExecutor {
     /// A run whose zygote died under it is run again on a fresh one, once; twice is an error
     /// (the grader cannot grade), never a verdict against the student.
     fn execute(&self, req: &RunRequest) -> Result<RunResult, GradeError> {
-        if req.trusted && super::compile_cache(req).is_some() {
-            // the course's own code writes the shared compile cache, which the warm
-            // interpreter's sandbox cannot let any child write: a fresh interpreter, as alone
-            return self.base.execute(req);
-        }
         for _attempt in 0..2 {
             let t = std::time::Instant::now();
             let z = self.zygote(req)?;
