@@ -53,8 +53,9 @@ fn dispatch(cli: Cli) -> Result<i32, GradeError> {
         Command::List(args) => grade::state::list(&course, args.reset, args.lang),
         Command::Policy(args) => print_policy(&course, &args),
         Command::Watch(args) => {
-            let python = course.python(cli.python);
-            grade::watch::run(&course, &args, &PythonExecutor::new(python)?)
+            // every save is graded again: forks of one warm interpreter (torch imported once)
+            let python = PythonExecutor::new(course.python(cli.python))?;
+            many_runs(python, |ex| grade::watch::run(&course, &args, ex))
         }
         Command::Exercise(args) => {
             let python = course.python(cli.python);
@@ -95,8 +96,9 @@ fn print_policy(course: &Course, args: &grade::cli::PolicyArgs) -> Result<i32, G
     Ok(0)
 }
 
-/// The executor of the commands that grade many runs (`grade check`, `grade batch`): a warm
-/// interpreter, torch already imported, forks each run (GRADE_ZYGOTE=off: a fresh one per run).
+/// The executor of the commands that grade many runs (`grade check`, `grade batch`, `grade
+/// watch`): a warm interpreter, torch already imported, forks each run (GRADE_ZYGOTE=off: a fresh
+/// one per run).
 fn many_runs(
     python: PythonExecutor,
     grade_all: impl FnOnce(&(dyn Executor + Sync)) -> Result<i32, GradeError>,
