@@ -830,6 +830,64 @@ fn a_student_cannot_write_the_shared_compile_cache() {
     );
 }
 
+/// The same attack from a class graded by `grade batch`, whose runs fork from a warm interpreter:
+/// a student's run forks from the zygote of students' runs, whose sandbox cannot write the shared
+/// cache (the course's own runs, in `grade check`, fork from another one that can), so nothing it
+/// plants or overwrites reaches the shared folder.
+#[test]
+fn a_batch_student_cannot_write_the_shared_compile_cache() {
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(shared.path().join("from-the-course"), "warm").unwrap();
+    let headers = shared.path().join("precompiled_headers");
+    std::fs::create_dir_all(&headers).unwrap();
+    std::fs::write(headers.join("h.h.gch"), "compiled by the course").unwrap();
+    let class = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(class.path().join("mallory")).unwrap();
+    std::fs::copy(
+        root().join("tests/fixtures/hostile/poison_compile_cache.py"),
+        class.path().join("mallory/exercise.py"),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_grade"))
+        .args(["batch", "--exercise", ID, "--device", "cpu", "--seed", "11"])
+        .arg(class.path())
+        .arg("--out")
+        .arg(out.path())
+        .env("GRADE_ROOT", root())
+        .env("GRADE_COMPILE_CACHE", shared.path())
+        .env_remove("GRADE_PYTHON")
+        .env_remove("GRADE_ZYGOTE")
+        .env("CI", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "the student's run fails ({stderr})"
+    );
+    let grades: Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("grades.json")).unwrap()).unwrap();
+    let row = &grades["grades"][0];
+    assert_eq!(row["student"], "mallory", "{grades}");
+    assert_eq!(row["outcome"], "graded", "{grades}");
+    let planted: Vec<_> = walk(shared.path())
+        .into_iter()
+        .filter(|p| p.ends_with("planted-by-a-student"))
+        .collect();
+    assert!(
+        planted.is_empty(),
+        "planted in the shared cache: {planted:?}"
+    );
+    assert!(shared.path().join("from-the-course").exists());
+    assert_eq!(
+        std::fs::read_to_string(headers.join("h.h.gch")).unwrap(),
+        "compiled by the course",
+        "a student's run wrote the shared precompiled header"
+    );
+}
+
 fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut all = Vec::new();
     for e in std::fs::read_dir(dir).unwrap().flatten() {
