@@ -1,5 +1,6 @@
-"""grade's warm interpreter for `grade batch` (a fork server): imports torch once, then forks one
-child per submission. Embedded in the `grade` binary (src/runner/zygote.rs).
+"""grade's warm interpreter for `grade batch`, `grade check` and `grade watch` (a fork server):
+imports torch once, then forks one child per submission. Embedded in the `grade` binary
+(src/runner/zygote.rs), which starts one per kind of run.
 
     python -I -B zygote.py DRIVER_PY [--compile]   (fd 3: a SOCK_SEQPACKET socket to the grader)
 
@@ -38,13 +39,13 @@ WARM_MODULES = (
     "torch.testing",
     "RestrictedPython.transformer",  # the course's Python (policy.py): compiled per run, imported once
 )
-# With `--compile` (a zygote for an exercise with a compile cache, lesson 05): what a child's first
-# torch.compile imports (~800 modules, 0.6 s of every grading). Inductor reads its cache folder
-# from the environment when it uses it (`cache_dir()`), so each child's own
+# With `--compile` (a zygote for an exercise with a compile cache, lesson 05): what a child's
+# first torch.compile imports (~800 modules, 0.44 s of every grading). Inductor reads its cache
+# folder from the environment when it uses it (`cache_dir()`), so each child's own
 # TORCHINDUCTOR_CACHE_DIR holds; the one path fixed at import, the precompiled headers'
 # (`codecache._HEADER_DIR`, from the temporary folder), each child makes again from its own
-# (`_child`), and no lru-cached path is computed by an import. Only these zygotes: other lessons' children never
-# carry the compiler (a larger heap makes every full collection slower).
+# (`_child`), and no lru-cached path is computed by an import. Only these zygotes: other
+# lessons' children never carry the compiler (a larger heap makes every full collection slower).
 COMPILE_MODULES = (
     "torch._inductor.compile_fx",
     "torch._inductor.codecache",

@@ -105,13 +105,13 @@ impl ZygoteExecutor {
         {
             return Ok(Arc::clone(z));
         }
-        let z = Arc::new(self.start(req)?);
+        let z = Arc::new(self.start(req, &kind)?);
         slots.retain(|(k, _)| *k != kind);
         slots.push((kind, Arc::clone(&z)));
         Ok(z)
     }
 
-    fn start(&self, req: &RunRequest) -> Result<Zygote, GradeError> {
+    fn start(&self, req: &RunRequest, kind: &Kind) -> Result<Zygote, GradeError> {
         let python_err = |reason: String| GradeError::Python {
             path: self.base.python.clone(),
             reason,
@@ -128,7 +128,7 @@ impl ZygoteExecutor {
             .arg(&zygote_py)
             .arg(&driver_py)
             // an exercise that compiles: the compiler's modules imported once here too
-            .args(super::compile_cache(req).map(|_| "--compile"))
+            .args(kind.compile_cache.as_ref().map(|_| "--compile"))
             .current_dir(root)
             .env_clear()
             .envs(BASE_ENV)
@@ -151,8 +151,7 @@ impl ZygoteExecutor {
                 write: {
                     // the course's own runs write the shared compile cache in place
                     let mut w = vec![root.to_path_buf()];
-                    let kind = Kind::of(req);
-                    w.extend(kind.compile_cache.filter(|_| kind.writes_cache));
+                    w.extend(kind.compile_cache.clone().filter(|_| kind.writes_cache));
                     w
                 },
             }
