@@ -777,12 +777,7 @@ fn every_fixture_is_listed() {
 /// course's own solution) writes the shared folder itself.
 #[test]
 fn a_student_cannot_write_the_shared_compile_cache() {
-    let shared = tempfile::tempdir().unwrap();
-    std::fs::write(shared.path().join("from-the-course"), "warm").unwrap();
-    // a precompiled header, which a student's run reads in place (a link) where Landlock is
-    let headers = shared.path().join("precompiled_headers");
-    std::fs::create_dir_all(&headers).unwrap();
-    std::fs::write(headers.join("h.h.gch"), "compiled by the course").unwrap();
+    let (shared, headers) = course_cache();
     let out = Command::new(env!("CARGO_BIN_EXE_grade"))
         .args(["exercise", ID, "--device", "cpu", "--format", "json"])
         .arg("--submission")
@@ -807,27 +802,11 @@ fn a_student_cannot_write_the_shared_compile_cache() {
         "{}",
         explain(&report)
     );
-    let planted: Vec<_> = walk(shared.path())
-        .into_iter()
-        .filter(|p| p.ends_with("planted-by-a-student"))
-        .collect();
-    assert!(
-        planted.is_empty(),
-        "planted in the shared cache: {planted:?}"
-    );
-    assert!(
-        shared.path().join("from-the-course").exists(),
-        "the shared cache is left as it was ({stderr_tail})"
-    );
     assert!(
         stderr_tail.contains("h.h.gch"),
         "the attack reached the header: {stderr_tail}"
     );
-    assert_eq!(
-        std::fs::read_to_string(headers.join("h.h.gch")).unwrap(),
-        "compiled by the course",
-        "a student's run wrote the shared precompiled header ({stderr_tail})"
-    );
+    assert_untouched(shared.path(), &headers, &stderr_tail);
 }
 
 /// The same attack from a class graded by `grade batch`, whose runs fork from a warm interpreter:
@@ -836,11 +815,7 @@ fn a_student_cannot_write_the_shared_compile_cache() {
 /// plants or overwrites reaches the shared folder.
 #[test]
 fn a_batch_student_cannot_write_the_shared_compile_cache() {
-    let shared = tempfile::tempdir().unwrap();
-    std::fs::write(shared.path().join("from-the-course"), "warm").unwrap();
-    let headers = shared.path().join("precompiled_headers");
-    std::fs::create_dir_all(&headers).unwrap();
-    std::fs::write(headers.join("h.h.gch"), "compiled by the course").unwrap();
+    let (shared, headers) = course_cache();
     let class = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(class.path().join("mallory")).unwrap();
     std::fs::copy(
@@ -872,7 +847,25 @@ fn a_batch_student_cannot_write_the_shared_compile_cache() {
     let row = &grades["grades"][0];
     assert_eq!(row["student"], "mallory", "{grades}");
     assert_eq!(row["outcome"], "graded", "{grades}");
-    let planted: Vec<_> = walk(shared.path())
+    assert_untouched(shared.path(), &headers, &stderr);
+}
+
+/// A shared compile cache as the course's runs leave it: a file of theirs and a precompiled header
+/// (which a student's run reads in place, a link, where Landlock is). Returns it and its headers'
+/// folder.
+fn course_cache() -> (tempfile::TempDir, PathBuf) {
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::write(shared.path().join("from-the-course"), "warm").unwrap();
+    let headers = shared.path().join("precompiled_headers");
+    std::fs::create_dir_all(&headers).unwrap();
+    std::fs::write(headers.join("h.h.gch"), "compiled by the course").unwrap();
+    (shared, headers)
+}
+
+/// `course_cache()` after a student's `poison_compile_cache` run: nothing planted, nothing
+/// overwritten (`why`: the run's stderr, for the messages).
+fn assert_untouched(shared: &std::path::Path, headers: &std::path::Path, why: &str) {
+    let planted: Vec<_> = walk(shared)
         .into_iter()
         .filter(|p| p.ends_with("planted-by-a-student"))
         .collect();
@@ -880,11 +873,14 @@ fn a_batch_student_cannot_write_the_shared_compile_cache() {
         planted.is_empty(),
         "planted in the shared cache: {planted:?}"
     );
-    assert!(shared.path().join("from-the-course").exists());
+    assert!(
+        shared.join("from-the-course").exists(),
+        "the shared cache is left as it was ({why})"
+    );
     assert_eq!(
         std::fs::read_to_string(headers.join("h.h.gch")).unwrap(),
         "compiled by the course",
-        "a student's run wrote the shared precompiled header"
+        "a student's run wrote the shared precompiled header ({why})"
     );
 }
 
