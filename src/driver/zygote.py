@@ -44,7 +44,8 @@ WARM_MODULES = (
 # folder from the environment when it uses it (`cache_dir()`), so each child's own
 # TORCHINDUCTOR_CACHE_DIR holds; the one path fixed at import, the precompiled headers'
 # (`codecache._HEADER_DIR`, from the temporary folder), each child makes again from its own
-# (`_child`), and no lru-cached path is computed by an import. Only these zygotes: other
+# (`_child`), and no lru-cached path is computed by an import. What inductor computes once per
+# process is computed here too (`_warm_compiler`). Only these zygotes: other
 # lessons' children never carry the compiler (a larger heap makes every full collection slower).
 COMPILE_MODULES = (
     "torch._inductor.compile_fx",
@@ -111,6 +112,37 @@ def _landlock(read, write):
     return abi
 
 
+def _warm_compiler(cache):
+    """What inductor computes once per process and every child would compute again, computed here
+    (`--compile`): the cache keys that hash torch's and triton's installed files (`torch_key`,
+    `triton_key`: ~0.4 s a child) and, where the zygote may write the shared compile cache
+    (`--compile-cache DIR`, the course's own runs), the CPU's vector ISA (`pick_vec_isa`: a probe
+    library per ISA in the cache, each loaded by a fresh `python -c`: ~0.8 s of CPU a child). The
+    ISA is picked with the cache folder children use, then the environment is as it was (inductor's
+    `cache_dir()` writes it back). Any failure leaves the work to each child, as before."""
+    try:
+        codecache = sys.modules["torch._inductor.codecache"]
+        codecache.torch_key()
+        codecache.triton_key()
+    except Exception:
+        return
+    if cache is None:
+        return
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    try:
+        from torch._inductor import cpu_vec_isa
+
+        bool(cpu_vec_isa.pick_vec_isa())
+    except Exception:
+        pass
+    finally:
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+
+
 def _child(req, fds, driver):
     """In the forked child: never returns."""
     try:
@@ -173,6 +205,8 @@ def main():
             importlib.import_module(name)
         except Exception:
             pass
+    if "--compile" in sys.argv[2:]:
+        _warm_compiler(sys.argv[sys.argv.index("--compile-cache") + 1] if "--compile-cache" in sys.argv else None)
     sock = socket.socket(fileno=3)
     sock.setblocking(True)
     children = {}  # pidfd -> (pid, request id): a pidfd is readable once its process ended

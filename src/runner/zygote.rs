@@ -127,8 +127,15 @@ impl ZygoteExecutor {
             .arg("-B")
             .arg(&zygote_py)
             .arg(&driver_py)
-            // an exercise that compiles: the compiler's modules imported once here too
+            // an exercise that compiles: the compiler's modules imported once here too, and what
+            // inductor computes once per process with the cache it may write (zygote.py)
             .args(kind.compile_cache.as_ref().map(|_| "--compile"))
+            .args(
+                kind.compile_cache
+                    .iter()
+                    .filter(|_| kind.writes_cache)
+                    .flat_map(|c| [std::ffi::OsStr::new("--compile-cache"), c.as_os_str()]),
+            )
             .current_dir(root)
             .env_clear()
             .envs(BASE_ENV)
