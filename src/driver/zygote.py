@@ -115,11 +115,12 @@ def _landlock(read, write):
 def _warm_compiler(cache):
     """What inductor computes once per process and every child would compute again, computed here
     (`--compile`): the cache keys that hash torch's and triton's installed files (`torch_key`,
-    `triton_key`: ~0.4 s a child) and, where the zygote may write the shared compile cache
-    (`--compile-cache DIR`, the course's own runs), the CPU's vector ISA (`pick_vec_isa`: a probe
-    library per ISA in the cache, each loaded by a fresh `python -c`: ~0.8 s of CPU a child). The
-    ISA is picked with the cache folder children use, then the environment is as it was (inductor's
-    `cache_dir()` writes it back). Any failure leaves the work to each child, as before."""
+    `triton_key`: ~0.4 s a child) and, given a compile cache folder it may write
+    (`--compile-cache DIR`: the shared one for the course's own runs, a copy of it for students'),
+    the CPU's vector ISA (`pick_vec_isa`: a probe library per ISA, built there unless it is, each
+    loaded by a fresh `python -c`: ~0.8 s of CPU a child, ~6 s where none was built). The
+    environment is then as it was (inductor's `cache_dir()` writes the folder into it). Any
+    failure leaves the work to each child, as before."""
     try:
         codecache = sys.modules["torch._inductor.codecache"]
         codecache.torch_key()

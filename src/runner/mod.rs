@@ -211,23 +211,38 @@ fn read_tensors(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Tensor>> {
 /// lesson 05's scenario): one 150 MB `.gch` per compiler command line.
 pub(crate) const PRECOMPILED_HEADERS: &str = "precompiled_headers";
 
+/// What `seed_cache` does with the shared precompiled headers.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Headers {
+    /// A read-only link per shared file (a student's run, where Landlock keeps it from writing
+    /// where a link leads).
+    Link,
+    /// Copied like any other file (a student's run without Landlock).
+    Copy,
+    /// Left out (the students' zygote, which only picks the CPU's vector ISA: zygote.py).
+    Skip,
+}
+
 /// Copy the shared compile cache into a run's own folder: regular files and folders only (no
 /// links followed), best effort (a file being written by a trusted run at that moment is skipped
 /// or copied whole; inductor writes by rename). The precompiled headers are not copied (150 MB
 /// per grading, written to disk for every student's run): each is a link to the shared file,
 /// made read-only, which the run may read (`read_only_cache`) and not write (the sandbox's write
 /// rule applies to where a link leads); a header the run builds itself lands in its own folder.
-fn seed_cache(from: &Path, to: &Path, link_headers_ok: bool) -> std::io::Result<()> {
+pub(crate) fn seed_cache(from: &Path, to: &Path, headers: Headers) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)?.flatten() {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
         let dest = to.join(entry.file_name());
-        if kind.is_dir() && link_headers_ok && entry.file_name() == PRECOMPILED_HEADERS {
+        let is_headers = kind.is_dir() && entry.file_name() == PRECOMPILED_HEADERS;
+        if is_headers && headers == Headers::Skip {
+            continue;
+        } else if is_headers && headers == Headers::Link {
             link_headers(&entry.path(), &dest)?;
         } else if kind.is_dir() {
-            seed_cache(&entry.path(), &dest, false)?;
+            seed_cache(&entry.path(), &dest, Headers::Copy)?;
         } else if kind.is_file() {
             let _ = std::fs::copy(entry.path(), &dest);
         }
@@ -381,8 +396,12 @@ impl PythonExecutor {
         let compile_cache = match compile_cache(req) {
             Some(shared) if req.trusted => Some(shared),
             Some(shared) => {
-                let link = headers_readable && read_only_cache(req).is_some();
-                seed_cache(&shared, &own_cache, link).context("copying the compile cache")?;
+                let headers = if headers_readable && read_only_cache(req).is_some() {
+                    Headers::Link
+                } else {
+                    Headers::Copy
+                };
+                seed_cache(&shared, &own_cache, headers).context("copying the compile cache")?;
                 None
             }
             None => None,
@@ -626,7 +645,7 @@ mod tests {
         std::fs::write(shared.path().join("fxgraph/k"), "kernel").unwrap();
 
         let own = tempfile::tempdir().unwrap();
-        seed_cache(shared.path(), own.path(), true).unwrap();
+        seed_cache(shared.path(), own.path(), Headers::Link).unwrap();
         let gch = own.path().join(PRECOMPILED_HEADERS).join("h.h.gch");
         assert!(gch.symlink_metadata().unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read(&gch).unwrap(), vec![7u8; 64]);
@@ -640,7 +659,7 @@ mod tests {
         assert!(!kernel.symlink_metadata().unwrap().file_type().is_symlink());
 
         let copied = tempfile::tempdir().unwrap();
-        seed_cache(shared.path(), copied.path(), false).unwrap();
+        seed_cache(shared.path(), copied.path(), Headers::Copy).unwrap();
         let gch = copied.path().join(PRECOMPILED_HEADERS).join("h.h.gch");
         assert!(!gch.symlink_metadata().unwrap().file_type().is_symlink());
         assert_eq!(std::fs::read(&gch).unwrap(), vec![7u8; 64]);

@@ -122,18 +122,33 @@ impl ZygoteExecutor {
         let (driver_py, _) = super::write_driver(root)?;
         let (ours, theirs) = seqpacket_pair().context("creating the zygote's socket")?;
         let theirs_fd = theirs.as_raw_fd();
+        // The folder the zygote picks the CPU's vector ISA in (inductor builds a probe library
+        // per ISA there, or finds it built): the shared cache where its runs write it (the
+        // course's own), else a copy of it without the precompiled headers in the zygote's own
+        // folder (students' runs each grade on a copy and never write the shared one back: with
+        // no ISA picked here, every run probed it again, building the probes if the cache held
+        // none). No copy, no pick: each run picks its own, as before.
+        let warm_cache = match &kind.compile_cache {
+            Some(shared) if kind.writes_cache => Some(shared.clone()),
+            Some(shared) => {
+                let own = root.join("inductor");
+                super::seed_cache(shared, &own, super::Headers::Skip)
+                    .ok()
+                    .map(|()| own)
+            }
+            None => None,
+        };
         let mut cmd = Command::new(&self.base.python);
         cmd.arg("-I")
             .arg("-B")
             .arg(&zygote_py)
             .arg(&driver_py)
             // an exercise that compiles: the compiler's modules imported once here too, and what
-            // inductor computes once per process with the cache it may write (zygote.py)
+            // inductor computes once per process with a cache folder it may write (zygote.py)
             .args(kind.compile_cache.as_ref().map(|_| "--compile"))
             .args(
-                kind.compile_cache
+                warm_cache
                     .iter()
-                    .filter(|_| kind.writes_cache)
                     .flat_map(|c| [std::ffi::OsStr::new("--compile-cache"), c.as_os_str()]),
             )
             .current_dir(root)
