@@ -499,18 +499,20 @@ impl Measurement {
     }
 
     /// The readings of `variant`'s timed windows a number reported over all of them (a median)
-    /// may come from: every window (`windows_of`) first, then each clock's own where that clock
-    /// timed every group of steps some window timed, then one window per group of steps (the
-    /// innermost pair synced before both reads, else the innermost). A window is two consecutive
-    /// reads of one clock; where a call also reads other clocks (a `time.time()` log stamp around
-    /// each window, windows that alternate two clocks), their pairs around the same steps are
-    /// windows too, but the student timed each group of steps once (issue 39). A clock that
-    /// timed only some of the groups is a subset of the measurement chosen after the fact (red
-    /// team 20: a second clock closed around the fastest steps only, or around the padded ones):
-    /// its median is no reading of the variant's windows.
+    /// may come from. A window is two consecutive reads of one clock; where a call also reads
+    /// other clocks (a `time.time()` log stamp around each window, windows that alternate two
+    /// clocks), their pairs around the same steps are windows too, but the student timed each
+    /// group of steps once (issue 39). With one clock, every window (`windows_of`). With several:
+    /// the windows of every clock that timed each group of steps some window timed, together,
+    /// then each such clock's own, then one window per group of steps (the innermost pair synced
+    /// before both reads, else the innermost). A clock that timed only some of the groups is a
+    /// subset of the measurement chosen after the fact (red team 20: a second clock closed around
+    /// the fastest steps only, or around the padded ones): its windows are in no reading but the
+    /// one-per-group one, neither alone nor in the union of all windows, where the steps it timed
+    /// counted twice (`redteam20_cherry_pick_second_clock` passed through that union in 1
+    /// grading of 764: its fastest steps' median fell between the union's two middle windows).
     pub fn window_readings(&self, variant: &str) -> Vec<Vec<&Interval>> {
         let all = self.windows_of(variant);
-        let mut out: Vec<Vec<&Interval>> = vec![all.clone()];
         let mut clocks: Vec<&str> = Vec::new();
         for iv in &all {
             if !clocks.contains(&iv.clock.as_str()) {
@@ -518,7 +520,7 @@ impl Measurement {
             }
         }
         if clocks.len() < 2 {
-            return out;
+            return vec![all];
         }
         let mut groups: Vec<&Vec<usize>> = Vec::new();
         for iv in &all {
@@ -526,12 +528,27 @@ impl Measurement {
                 groups.push(&iv.steps);
             }
         }
-        for c in &clocks {
-            let own: Vec<&Interval> = all.iter().copied().filter(|iv| iv.clock == *c).collect();
-            if groups.iter().all(|g| own.iter().any(|iv| &iv.steps == *g)) {
-                out.push(own);
-            }
+        let own = |c: &str| -> Vec<&Interval> {
+            all.iter().copied().filter(|iv| iv.clock == c).collect()
+        };
+        let whole: Vec<&str> = clocks
+            .into_iter()
+            .filter(|c| {
+                groups
+                    .iter()
+                    .all(|g| own(c).iter().any(|iv| &iv.steps == *g))
+            })
+            .collect();
+        let mut out: Vec<Vec<&Interval>> = Vec::new();
+        if whole.len() > 1 {
+            out.push(
+                all.iter()
+                    .copied()
+                    .filter(|iv| whole.contains(&iv.clock.as_str()))
+                    .collect(),
+            );
         }
+        out.extend(whole.iter().map(|c| own(c)));
         let one_each = groups
             .into_iter()
             .filter_map(|g| {

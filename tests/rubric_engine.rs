@@ -1177,6 +1177,12 @@ fn recorded_solution_timed_on_a_slice_has_no_windows() {
 /// (`all`), its windows 1 ms longer than the perf_counter ones around the same step; else around
 /// the three fastest only, as long as theirs. The reported "on" `step_s` is that clock's median.
 fn with_second_clock(all: bool) -> Observations {
+    with_second_clock_reporting(all, false)
+}
+
+/// `with_second_clock`, reporting (`union`) the median of every "on" window of both clocks
+/// together instead: the steps the second clock timed count twice.
+fn with_second_clock_reporting(all: bool, union: bool) -> Observations {
     let mut obs = L.recorded("solution");
     let trace = obs.traces.get_mut("compare.run1").unwrap();
     let perf = |e: &Event| e.e == "timer" && e.fields["clock"] == json!("perf_counter");
@@ -1195,6 +1201,13 @@ fn with_second_clock(all: bool) -> Observations {
         })
         .collect();
     assert!(on.len() >= 7, "{} on windows", on.len());
+    let mut durations: Vec<f64> = if union {
+        on.iter()
+            .map(|&(a, b)| v(&trace[b]) - v(&trace[a]))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if !all {
         on.sort_by(|x, y| {
             (v(&trace[x.1]) - v(&trace[x.0])).total_cmp(&(v(&trace[y.1]) - v(&trace[y.0])))
@@ -1203,7 +1216,6 @@ fn with_second_clock(all: bool) -> Observations {
     }
     on.sort();
     let extra = if all { 0.001 } else { 0.0 };
-    let mut durations = Vec::new();
     for &(a, b) in on.iter().rev() {
         let (open, close) = (v(&trace[a]), v(&trace[b]) + extra);
         durations.push(close - open);
@@ -1237,6 +1249,21 @@ fn a_clock_that_timed_only_some_steps_gives_no_median() {
     assert_eq!(
         grade_recorded(with_second_clock(false))["compare_median"],
         Status::Fail
+    );
+}
+
+/// Nor is the median of every window of both clocks together, where the steps the second clock
+/// timed count twice (`redteam20_cherry_pick_second_clock` passed through it once in 764
+/// gradings); with both clocks around every step, that union is a reading of its own.
+#[test]
+fn a_subset_clock_counts_in_no_union_of_windows() {
+    assert_eq!(
+        grade_recorded(with_second_clock_reporting(false, true))["compare_median"],
+        Status::Fail
+    );
+    assert_eq!(
+        grade_recorded(with_second_clock_reporting(true, true))["compare_median"],
+        Status::Pass
     );
 }
 
