@@ -509,8 +509,9 @@ impl Measurement {
     /// subset of the measurement chosen after the fact (red team 20: a second clock closed around
     /// the fastest steps only, or around the padded ones): its windows are in no reading but the
     /// one-per-group one, neither alone nor in the union of all windows, where the steps it timed
-    /// counted twice (`redteam20_cherry_pick_second_clock` passed through that union in 1
-    /// grading of 764: its fastest steps' median fell between the union's two middle windows).
+    /// counted twice, leaning its median towards them (`redteam20_cherry_pick_second_clock`, which
+    /// reports its fastest steps' median, passed once in 764 gradings, where that union was the
+    /// one reading still holding the subset clock's windows).
     pub fn window_readings(&self, variant: &str) -> Vec<Vec<&Interval>> {
         let all = self.windows_of(variant);
         let mut clocks: Vec<&str> = Vec::new();
@@ -534,9 +535,10 @@ impl Measurement {
         let whole: Vec<&str> = clocks
             .into_iter()
             .filter(|c| {
+                let timed = own(c);
                 groups
                     .iter()
-                    .all(|g| own(c).iter().any(|iv| &iv.steps == *g))
+                    .all(|g| timed.iter().any(|iv| &iv.steps == *g))
             })
             .collect();
         let mut out: Vec<Vec<&Interval>> = Vec::new();
