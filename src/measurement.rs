@@ -567,6 +567,35 @@ impl Measurement {
         out
     }
 
+    /// Whole steps of `variant` between the first and the last step `windows` time that none of
+    /// them times, when which steps have a window follows no pattern. A measurement is its timed
+    /// steps: a step left without a window in the middle of the timing (its clock read skipped,
+    /// glued to the next step, read inside the step) leaves the median, so windows kept only
+    /// around the fast steps of one variant and the slow ones of the other choose the result
+    /// after the fact (red team 22). A timer's own untimed warm-up before each timed step
+    /// (`torch.utils.benchmark.Timer.timeit`: two, then one timed) is a pattern fixed before any
+    /// step ran: the steps timed repeat with one period over the whole timing. Steps before the
+    /// first window are warm-up; steps after the last are after the measurement.
+    pub fn untimed_between(&self, variant: &str, windows: &[&Interval]) -> Vec<usize> {
+        let timed: BTreeSet<usize> =
+            windows.iter().flat_map(|iv| iv.steps.iter().copied()).collect();
+        let (Some(&first), Some(&last)) = (timed.first(), timed.last()) else {
+            return Vec::new();
+        };
+        let span: Vec<usize> = (first..=last)
+            .filter(|&k| self.steps[k].whole() && self.steps[k].variant == variant)
+            .collect();
+        let flags: Vec<bool> = span.iter().map(|k| timed.contains(k)).collect();
+        let n = flags.len();
+        // one period, repeated at least twice over the span
+        let periodic =
+            (1..=n / 2).any(|p| (0..n - p).all(|i| flags[i] == flags[i + p]));
+        if periodic {
+            return Vec::new();
+        }
+        span.into_iter().filter(|k| !timed.contains(k)).collect()
+    }
+
     /// Variants in order of first appearance among whole steps.
     pub fn variants(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();

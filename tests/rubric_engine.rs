@@ -623,6 +623,48 @@ fn the_reported_number_must_be_the_median_of_the_windows() {
     }
 }
 
+/// Windows kept only around some steps of the timing: the slow "off" steps timed, the fast ones
+/// run in the middle of it with no window (their reads skipped, or glued to the next step), make
+/// the median of the windows that were kept a number chosen after the fact (red team 22).
+/// `torch.utils.benchmark.Timer.timeit(number=1)` runs two untimed steps before each timed
+/// one: a pattern fixed before anything ran, which passes.
+#[test]
+fn windows_chosen_after_the_fact_are_no_median_but_a_fixed_pattern_is() {
+    // each number: the steps between two reads (1: a window; 2: a step glued to the next)
+    let with = |pairs: &[usize]| {
+        let mut t = T::default();
+        for v in ["off", "on"] {
+            t.step(v, 0.5).step(v, 0.5);
+            let mut k = 0;
+            for &n in pairs {
+                t.sync().read();
+                for _ in 0..n {
+                    t.step(v, if v == "off" { OFF[k % 5] } else { ON[k % 5] });
+                    k += 1;
+                }
+                t.sync().read();
+            }
+        }
+        t
+    };
+    let reported = |t: &T, off: f64, on: f64| {
+        predicate_on("median", "", &[("compare.run1", t)], &[("off", off), ("on", on)])
+    };
+    // off: 0.011 and 0.030 glued into one pair of reads, 0.009 and 0.012 too; the rest reported
+    let chosen = with(&[1, 2, 2, 1, 1, 1]);
+    let out = reported(&chosen, 0.0105, 0.021);
+    assert!(!out.pass);
+    assert!(out.why.en.contains("4 whole off step(s)"), "{}", out.why.en);
+    assert!(out.why.en.contains("follows no fixed pattern"), "{}", out.why.en);
+    // one pair glued in the middle is no pattern either
+    let out = reported(&with(&[1, 1, 2, 1, 1]), 0.011, 0.021);
+    assert!(out.why.en.contains("2 whole off step(s)"), "{}", out.why.en);
+    // two untimed steps before every timed one (a timer's own warm-up): steps 3, 6, 9 timed
+    let fixed = with(&[2, 1, 2, 1, 2, 1]);
+    let out = reported(&fixed, 0.010, 0.020);
+    assert!(out.pass, "{}", out.why.en);
+}
+
 #[test]
 fn an_even_count_accepts_any_value_between_the_middle_windows() {
     let mut t = T::default();

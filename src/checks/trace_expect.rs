@@ -724,6 +724,22 @@ fn median(
             Ok(x) => x,
             Err(why) => return Outcome::missing(why, ""),
         };
+        // a median of the steps timed, all of them: a step of this variant amid its timing with
+        // no window of its own, out of any fixed pattern, was taken out of the measurement after
+        // the fact
+        let untimed = m.untimed_between(v, &m.windows_of(v));
+        if let Some(&k) = untimed.first() {
+            let n = untimed.len();
+            let id = m.steps[k].id;
+            measured.push(format!("{v}: {} / —", fmt_num(reported)));
+            bad_zh.push(format!(
+                "{v} 在第一个和最后一个计时窗口之间有 {n} 个完整步没有自己的计时窗口（例如第 {id} 步），而且哪些步计时没有固定的规律：中位数要取所有计时的步（每一步，或固定每隔几步），不能事后挑选"
+            ));
+            bad_en.push(format!(
+                "{n} whole {v} step(s) between its first and last timed windows have no window of their own (e.g. step {id}), and which steps were timed follows no fixed pattern: the median is over the steps timed (every step, or every k-th), not chosen after the fact"
+            ));
+            continue;
+        }
         // the median of every window, or of the windows one reading of the call's clocks gives
         // (each clock's own; one per group of steps): `Measurement::window_readings`
         let readings: Vec<Vec<f64>> = m
