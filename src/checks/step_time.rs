@@ -27,6 +27,8 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
     let mut parts = Vec::new();
     let mut bad = Vec::new();
     let mut padded = Vec::new();
+    // (label, windows, own seconds, median_s, by the mean) of the first variant over the median rule
+    let mut padded_median: Option<(String, usize, f64, f64, bool)> = None;
     let mut judged = 0;
     for case in &spec.cases {
         let events = match env.evidence.trace(&case.stream) {
@@ -96,6 +98,27 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
                     }
                 }
             }
+            // and the typical window: every window padded just under the per-window allowance
+            // passes the rule above, and moves the median by all of it (red team 22's
+            // `pad_under_allowance`: 70 % of it after every "off" step, off +40–55 %). The
+            // readings' windows are held to the median rule (`IdleSpec::median_over`)
+            if found.is_none() && padded_median.is_none() {
+                let mut readings = vec![timed.clone()];
+                readings.extend(m.window_readings(&case.variant));
+                for reading in &readings {
+                    let windows: Vec<(f64, f64)> = reading
+                        .iter()
+                        .filter_map(|iv| m.busy_between(iv.open, iv.close))
+                        .map(|(secs, busy)| (secs - busy, busy))
+                        .collect();
+                    if let (Some((own, by_mean)), Some(limit)) =
+                        (idle.median_over(&windows), idle.median_s)
+                    {
+                        padded_median = Some((label.clone(), windows.len(), own, limit, by_mean));
+                        break;
+                    }
+                }
+            }
             if let Some((over, total, reading)) = found {
                 let (k, secs, busy, own, allowed) = over[0];
                 let n = over.len();
@@ -134,6 +157,29 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
     }
     if let Some(first) = padded.into_iter().next() {
         return Outcome::new(false, measured, bound, first);
+    }
+    if let (Some((label, n, own, limit, by_mean)), Some(idle)) = (padded_median, &spec.idle) {
+        let pct = fmt_num(idle.median_share() * 100.0);
+        let (zh, en) = if by_mean {
+            ("平均值", "mean")
+        } else {
+            ("中位数", "median")
+        };
+        return Outcome::new(
+            false,
+            measured,
+            bound,
+            text!(
+                format!(
+                    "{label}：{n} 个计时窗口里完整训练步之外的时间（评分器的时钟，你自己的代码）{zh}为 {} s，超过允许的 {} s + 训练步时间的 {pct}%：每个窗口都被拉长了（sleep、空转、多余的调用），窗口里只放要计时的步和一次 sync()",
+                    fmt_num(own), fmt_num(limit)
+                ),
+                format!(
+                    "{label}: the {en} of the seconds outside their whole steps in the {n} timed windows (the grader's clock: your own code's) is {} s, more than the {} s + {pct} % of the step's time allowed: every window is stretched (a sleep, a spin, extra calls); put only the step timed and one sync() in a window",
+                    fmt_num(own), fmt_num(limit)
+                )
+            ),
+        );
     }
     if bad.is_empty() {
         Outcome::new(

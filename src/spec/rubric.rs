@@ -366,7 +366,7 @@ pub struct TraceSpec {
 pub struct IdleSpec {
     pub max_share: f64,
     pub max_s: f64,
-    /// `call_windows`, `expect: samples`: the median over a stream's windows of the submission's
+    /// `call_windows`, `expect: samples`, `step_time`: the median over a stream's windows of the submission's
     /// own seconds may be at most `median_s + median_share × busy` (that window's): one slow window is noise, padding
     /// every window by less than `max_s` is not (red team 5).
     #[serde(default)]
