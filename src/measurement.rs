@@ -641,6 +641,22 @@ impl Measurement {
             .collect()
     }
 
+    /// The grader's cost-clock seconds of each step of `variant` its timed windows hold
+    /// (`timed_of`), from where the observer saw it begin to where its backward ended
+    /// (`step_calls`): the step's own work, whatever the windows hold around it.
+    pub fn step_costs(&self, variant: &str) -> Vec<f64> {
+        let mut out = Vec::new();
+        for iv in self.timed_of(variant) {
+            for &k in &iv.steps {
+                let start = self.steps[k].start;
+                if let Some((_, c0, c1)) = self.step_calls.iter().find(|c| c.0 == start) {
+                    out.push(c1 - c0);
+                }
+            }
+        }
+        out
+    }
+
     /// Whole steps of `variant` run before its first timed one and outside every timed interval.
     pub fn warmup_of(&self, variant: &str) -> usize {
         let timed = self.timed_of(variant);

@@ -214,24 +214,32 @@ struct T {
     events: Vec<Event>,
     now: f64,
     next: i64,
+    /// Stamp each step's start and end on the grader's cost clock (`c`), as lesson 04's observer.
+    cost_stamps: bool,
 }
 
 impl T {
     fn step_on(&mut self, variant: &str, cost: f64, idx: &str, targets: &str) -> &mut Self {
         let id = self.next;
         self.next += 1;
-        self.events.push(
-            Event::new("step")
-                .with("id", id)
-                .with("inputs", json!({"idx": idx, "targets": targets})),
-        );
+        let mut start = Event::new("step")
+            .with("id", id)
+            .with("inputs", json!({"idx": idx, "targets": targets}));
+        if self.cost_stamps {
+            start = start.with("c", self.now);
+        }
+        self.events.push(start);
         self.events.push(
             Event::new("fwd_end")
                 .with("id", id)
                 .with("variant", variant),
         );
         self.now += cost;
-        self.events.push(Event::new("step_done").with("id", id));
+        let mut done = Event::new("step_done").with("id", id);
+        if self.cost_stamps {
+            done = done.with("c", self.now);
+        }
+        self.events.push(done);
         self
     }
     fn step(&mut self, variant: &str, cost: f64) -> &mut Self {
@@ -663,6 +671,35 @@ fn windows_chosen_after_the_fact_are_no_median_but_a_fixed_pattern_is() {
     let fixed = with(&[2, 1, 2, 1, 2, 1]);
     let out = reported(&fixed, 0.010, 0.020);
     assert!(out.pass, "{}", out.why.en);
+}
+
+/// The steps a call timed cost, on over off, what the grader's own steps do: "off" steps made
+/// four times dearer inside the step (extra work tied into the loss, anomaly detection: red teams
+/// 6, 21, 22) are no padding around the step, and bend that ratio.
+#[test]
+fn steps_made_dearer_inside_one_variant_bend_the_ratio_of_its_steps() {
+    let call = |off: f64| {
+        let mut t = T {
+            cost_stamps: true,
+            ..T::default()
+        };
+        for (v, c) in [("off", off), ("on", 0.015)] {
+            t.step(v, c).step(v, c).timed(v, &[c; 5]);
+        }
+        t
+    };
+    let check = "{step_ratio: {streams: [compare.run1], num: 'on', den: 'off', \
+                 against: timing.on_over_off, min: 0.5, max: 2.0}}";
+    let judged = |t: &T| {
+        let mut e = trace_evidence(&[("compare.run1", t)], &[]);
+        e.obs.metrics.insert("timing.on_over_off".into(), json!(1.5));
+        run(check, &e)
+    };
+    let honest = judged(&call(0.010));
+    assert!(honest.pass, "{}", honest.why.en);
+    let dearer = judged(&call(0.040));
+    assert!(!dearer.pass);
+    assert!(dearer.why.en.contains("is 0.25× what it is"), "{}", dearer.why.en);
 }
 
 #[test]

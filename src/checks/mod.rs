@@ -14,6 +14,7 @@ pub mod ratio;
 pub mod reproducible;
 pub mod series;
 pub mod stats;
+pub mod step_ratio;
 pub mod step_time;
 pub mod trace;
 mod trace_expect;
@@ -139,6 +140,7 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
         Check::Series(s) => series::evaluate(s, env),
         Check::Stats(s) => stats::evaluate(s, env),
         Check::StepTime(s) => step_time::evaluate(s, env),
+        Check::StepRatio(s) => step_ratio::evaluate(s, env),
         Check::BreakEven(b) => break_even::evaluate(b, env),
         Check::CallWindows(p) => call_windows::evaluate(p, env),
         Check::All(checks) => {

@@ -95,6 +95,8 @@ pub enum Check {
     /// The reported time per step against the grader's own clock over the same steps, inside
     /// the same timed windows.
     StepTime(StepTimeSpec),
+    /// Each call's steps, one variant against the other, cost what the grader's own steps do.
+    StepRatio(StepRatioSpec),
     /// Whole steps in a profiler phase derived from the observed switch events (lesson 02).
     Phase(PhaseSpec),
     /// A reported per-call figure against the grader's own over the profiled calls (lesson 02).
@@ -124,6 +126,20 @@ pub struct StepTimeCase {
     pub stream: String,
     pub variant: String,
     pub metric: String,
+}
+
+/// `step_ratio`: in each trace of `streams`, the median of the grader's own cost-clock seconds of
+/// the `num` variant's timed steps over the `den` variant's, divided by the metric `against` (the
+/// grader's own on/off from steps it ran itself), within [min, max]; see `checks/step_ratio.rs`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepRatioSpec {
+    pub streams: Vec<String>,
+    pub num: String,
+    pub den: String,
+    pub against: String,
+    pub min: f64,
+    pub max: f64,
 }
 
 /// `audit: {}`: no finding of the static audit (`src/driver/audit.py`); what a lesson truly needs
@@ -889,6 +905,15 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
             }
         }
         Check::Audit(_) => Ok(()),
+        Check::StepRatio(s) => {
+            if s.streams.is_empty() {
+                Err("streams: list at least one trace (e.g. compare.run1)".into())
+            } else if !(s.min.is_finite() && s.max.is_finite() && 0.0 < s.min && s.min <= s.max) {
+                Err("min and max must be numbers with 0 < min ≤ max".into())
+            } else {
+                Ok(())
+            }
+        }
         Check::StepTime(s) => {
             if s.cases.is_empty() {
                 Err("cases: list at least one {stream, variant, metric}".into())
