@@ -567,30 +567,46 @@ impl Measurement {
         out
     }
 
-    /// Whole steps of `variant` between the first and the last step `windows` time that none of
-    /// them times, when which steps have a window follows no pattern. A measurement is its timed
+    /// Whole steps of `variant` between the first and the last of the steps `timed` (those its
+    /// windows hold) that are not among them, when which steps have a window follows no pattern. A measurement is its timed
     /// steps: a step left without a window in the middle of the timing (its clock read skipped,
     /// glued to the next step, read inside the step) leaves the median, so windows kept only
     /// around the fast steps of one variant and the slow ones of the other choose the result
     /// after the fact (red team 22). A timer's own untimed warm-up before each timed step
     /// (`torch.utils.benchmark.Timer.timeit`: two, then one timed) is a pattern fixed before any
-    /// step ran: the steps timed repeat with one period over the whole timing. Steps before the
+    /// step ran: the steps timed are equally spaced over the whole timing. Steps before the
     /// first window are warm-up; steps after the last are after the measurement.
-    pub fn untimed_between(&self, variant: &str, windows: &[&Interval]) -> Vec<usize> {
-        let timed: BTreeSet<usize> =
-            windows.iter().flat_map(|iv| iv.steps.iter().copied()).collect();
+    pub fn untimed_between(
+        &self,
+        variant: &str,
+        others: &[String],
+        timed: impl IntoIterator<Item = usize>,
+    ) -> Vec<usize> {
+        let timed: BTreeSet<usize> = timed.into_iter().collect();
         let (Some(&first), Some(&last)) = (timed.first(), timed.last()) else {
             return Vec::new();
         };
+        // every forward amid the timing counts, whole or not, whatever it was labelled, except
+        // whole steps of another of the variants compared (`others`: steps timed alternately):
+        // a backward made to raise (a stray forward then), or a step made "partial" (a layer
+        // called once more in its backward), leaves the timing as surely as an untimed step
+        // (red team 23)
         let span: Vec<usize> = (first..=last)
-            .filter(|&k| self.steps[k].whole() && self.steps[k].variant == variant)
+            .filter(|&k| {
+                let s = &self.steps[k];
+                !(s.whole() && s.variant != variant && others.contains(&s.variant))
+            })
             .collect();
-        let flags: Vec<bool> = span.iter().map(|k| timed.contains(k)).collect();
-        let n = flags.len();
-        // one period, repeated at least twice over the span
-        let periodic =
-            (1..=n / 2).any(|p| (0..n - p).all(|i| flags[i] == flags[i + p]));
-        if periodic {
+        // the steps timed equally spaced: every step, or every k-th (one timed step per period;
+        // a period holding several timed steps lets its first instance be chosen after the fact
+        // and then repeated blindly: red team 23's `half_period_pick`)
+        let at: Vec<usize> = span
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| timed.contains(k))
+            .map(|(i, _)| i)
+            .collect();
+        if at.windows(2).all(|w| w[1] - w[0] == at[1] - at[0]) {
             return Vec::new();
         }
         span.into_iter().filter(|k| !timed.contains(k)).collect()

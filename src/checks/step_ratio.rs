@@ -6,9 +6,11 @@
 //! pairs timed back to back). Work added inside one variant's steps (extra matmuls tied into the
 //! loss, anomaly detection, fewer threads) is no padding outside the step, which `step_time`'s
 //! idle clause sees; it changes what the step costs, and so this ratio. A ratio of two medians
-//! each call takes at its own moments moves with the machine's load (0.71–1.46 beside two busy
-//! loops over 78 honest gradings, 2026-12-06): the band is wide, and work that bends the ratio
-//! by less stays unseen (the residual: issue 38).
+//! each call takes at its own moments moves with the machine's load: one variant's block of steps
+//! run while the machine was slowest bends it (0.71–1.46 beside two busy loops over 78 honest
+//! gradings; once in 266 more, with two gradings at a time beside them, 0.45 in one call and
+//! 0.98 in the other, 2026-12-06). So the call nearest the grader's ratio is held to the band, and
+//! every call to a wider one: work that bends the ratio by less stays unseen (issue 38).
 use super::{fmt_num, within, Env, Outcome};
 use crate::measurement::{median_range, Measurement};
 use crate::spec::rubric::StepRatioSpec;
@@ -17,12 +19,14 @@ use crate::text;
 pub fn evaluate(spec: &StepRatioSpec, env: &Env) -> Outcome {
     let bound = text!(
         format!(
-            "{}/{}（评分器时钟下各自计时步的中位数）÷ {} ∈ [{}, {}]",
-            spec.num, spec.den, spec.against, fmt_num(spec.min), fmt_num(spec.max)
+            "{}/{}（评分器时钟下各自计时步的中位数）÷ {}：最接近的一次 ∈ [{}, {}]，每次 ∈ [{}, {}]",
+            spec.num, spec.den, spec.against, fmt_num(spec.min), fmt_num(spec.max),
+            fmt_num(spec.each_min), fmt_num(spec.each_max)
         ),
         format!(
-            "{}/{} (medians of their timed steps on the grader's clock) ÷ {} ∈ [{}, {}]",
-            spec.num, spec.den, spec.against, fmt_num(spec.min), fmt_num(spec.max)
+            "{}/{} (medians of their timed steps on the grader's clock) ÷ {}: the nearest call ∈ [{}, {}], every call ∈ [{}, {}]",
+            spec.num, spec.den, spec.against, fmt_num(spec.min), fmt_num(spec.max),
+            fmt_num(spec.each_min), fmt_num(spec.each_max)
         )
     );
     let own = match env.evidence.number(&spec.against) {
@@ -42,7 +46,7 @@ pub fn evaluate(spec: &StepRatioSpec, env: &Env) -> Outcome {
     };
     let median = |xs: &[f64]| median_range(xs).map(|(lo, hi)| (lo + hi) / 2.0);
     let mut parts = Vec::new();
-    let mut bad = Vec::new();
+    let mut judged: Vec<(String, f64, f64, f64)> = Vec::new();
     for stream in &spec.streams {
         let events = match env.evidence.trace(stream) {
             Ok(t) => t,
@@ -63,12 +67,18 @@ pub fn evaluate(spec: &StepRatioSpec, env: &Env) -> Outcome {
         }
         let q = num / den / own;
         parts.push(format!("{stream}: {} ÷ {} = {}", fmt_num(num / den), fmt_num(own), fmt_num(q)));
-        if !within(q, Some(spec.min), Some(spec.max)) {
-            bad.push((stream.clone(), num, den, q));
-        }
+        judged.push((stream.clone(), num, den, q));
     }
     let measured = parts.join("; ");
-    let Some((stream, num, den, q)) = bad.into_iter().next() else {
+    // every call within the wide band; the one nearest the grader's ratio within the band
+    let nearest = judged
+        .iter()
+        .min_by(|a, b| a.3.ln().abs().total_cmp(&b.3.ln().abs()));
+    let bad = judged
+        .iter()
+        .find(|j| !within(j.3, Some(spec.each_min), Some(spec.each_max)))
+        .or(nearest.filter(|j| !within(j.3, Some(spec.min), Some(spec.max))));
+    let Some((stream, num, den, q)) = bad.cloned() else {
         return Outcome::new(
             true,
             measured,

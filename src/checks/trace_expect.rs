@@ -112,6 +112,25 @@ fn samples(
                 continue;
             }
         }
+        // the samples are the steps timed, all of them: windows left out of the samples amid
+        // them, in no fixed pattern, were chosen after the fact (compare_median's rule)
+        if let Some(src) = &got.sources {
+            let untimed = m.untimed_between(v, variants, src.iter().flat_map(|s| s.steps.clone()));
+            if let Some(&k) = untimed.first() {
+                let u = untimed.len();
+                let id = m.steps[k].id;
+                padded.get_or_insert(Outcome::new(
+                    false,
+                    text!(format!("{n}/{n} 来自窗口"), format!("{n}/{n} from windows")),
+                    "",
+                    text!(
+                        format!("在第一个和最后一个样本的计时窗口之间有 {u} 个完整步不在任何返回的样本里（例如第 {id} 步），而且没有固定的规律：样本要包括计时的每个窗口（或固定每隔几步一个），不能看了耗时再挑"),
+                        format!("{u} whole step(s) between the first and last samples' windows are in no sample returned (e.g. step {id}), in no fixed pattern: the samples are every window timed (or every k-th, fixed in advance), not chosen after seeing how long they took")
+                    ),
+                ));
+                continue;
+            }
+        }
         if got.sources.is_some() {
             return Outcome::new(
                 true,
@@ -727,7 +746,7 @@ fn median(
         // a median of the steps timed, all of them: a step of this variant amid its timing with
         // no window of its own, out of any fixed pattern, was taken out of the measurement after
         // the fact
-        let untimed = m.untimed_between(v, &m.windows_of(v));
+        let untimed = m.untimed_between(v, variants, m.windows_of(v).iter().flat_map(|iv| iv.steps.clone()));
         if let Some(&k) = untimed.first() {
             let n = untimed.len();
             let id = m.steps[k].id;

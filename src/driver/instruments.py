@@ -338,7 +338,12 @@ def _install_cuda_events(ctx, torch):
             if _from_submission():
                 counter[0] += 1
                 self._grade_id = counter[0]
-                ctx.event("timer", clock="cuda_event", id=counter[0], c=ctx.cost_clock())
+                # `c` and `g` as a host clock read's: the window's time outside its steps on the
+                # cost clock is held to the idle rules, the grader's recording left out (without
+                # `g` no CUDA-event window was: a spin before `end.record()` passed; red team 23)
+                c = ctx.cost_clock()
+                ctx.event("timer", clock="cuda_event", id=counter[0], c=c, g=ctx.overhead)
+                ctx.overhead += ctx.cost_clock() - c
             return super().record(stream)
 
         def elapsed_time(self, end_event):

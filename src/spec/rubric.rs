@@ -130,7 +130,8 @@ pub struct StepTimeCase {
 
 /// `step_ratio`: in each trace of `streams`, the median of the grader's own cost-clock seconds of
 /// the `num` variant's timed steps over the `den` variant's, divided by the metric `against` (the
-/// grader's own on/off from steps it ran itself), within [min, max]; see `checks/step_ratio.rs`.
+/// grader's own on/off from steps it ran itself): the call nearest 1 within [min, max], every
+/// call within [each_min, each_max]; see `checks/step_ratio.rs`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepRatioSpec {
@@ -140,6 +141,8 @@ pub struct StepRatioSpec {
     pub against: String,
     pub min: f64,
     pub max: f64,
+    pub each_min: f64,
+    pub each_max: f64,
 }
 
 /// `audit: {}`: no finding of the static audit (`src/driver/audit.py`); what a lesson truly needs
@@ -908,8 +911,13 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
         Check::StepRatio(s) => {
             if s.streams.is_empty() {
                 Err("streams: list at least one trace (e.g. compare.run1)".into())
-            } else if !(s.min.is_finite() && s.max.is_finite() && 0.0 < s.min && s.min <= s.max) {
-                Err("min and max must be numbers with 0 < min ≤ max".into())
+            } else if !(s.max.is_finite() && s.each_max.is_finite()
+                && 0.0 < s.each_min
+                && s.each_min <= s.min
+                && s.min <= s.max
+                && s.max <= s.each_max)
+            {
+                Err("bounds must be numbers with 0 < each_min ≤ min ≤ max ≤ each_max".into())
             } else {
                 Ok(())
             }
