@@ -656,20 +656,33 @@ fn windows_chosen_after_the_fact_are_no_median_but_a_fixed_pattern_is() {
         t
     };
     let reported = |t: &T, off: f64, on: f64| {
-        predicate_on("median", "", &[("compare.run1", t)], &[("off", off), ("on", on)])
+        predicate_on(
+            "median",
+            "",
+            &[("compare.run1", t)],
+            &[("off", off), ("on", on)],
+        )
     };
     // off: 0.011 and 0.030 glued into one pair of reads, 0.009 and 0.012 too; the rest reported
     let chosen = with(&[1, 2, 2, 1, 1, 1]);
     let out = reported(&chosen, 0.0105, 0.021);
     assert!(!out.pass);
     assert!(out.why.en.contains("4 whole off step(s)"), "{}", out.why.en);
-    assert!(out.why.en.contains("follows no fixed pattern"), "{}", out.why.en);
+    assert!(
+        out.why.en.contains("follows no fixed pattern"),
+        "{}",
+        out.why.en
+    );
     // one pair glued in the middle is no pattern either
     let out = reported(&with(&[1, 1, 2, 1, 1]), 0.011, 0.021);
     assert!(out.why.en.contains("2 whole off step(s)"), "{}", out.why.en);
     // a period holding two timed steps: its first instance can be picked, then repeated blindly
     let out = reported(&with(&[1, 1, 2, 1, 1, 2, 1, 1, 2]), 0.011, 0.021);
-    assert!(out.why.en.contains("follows no fixed pattern"), "{}", out.why.en);
+    assert!(
+        out.why.en.contains("follows no fixed pattern"),
+        "{}",
+        out.why.en
+    );
     // two untimed steps before every timed one (a timer's own warm-up): steps 3, 6, 9 timed
     let fixed = with(&[2, 1, 2, 1, 2, 1]);
     let out = reported(&fixed, 0.010, 0.020);
@@ -695,21 +708,29 @@ fn steps_made_dearer_inside_one_variant_bend_the_ratio_of_its_steps() {
                  against: timing.on_over_off, min: 0.5, max: 2.0, each_min: 0.33, each_max: 3.0}}";
     let judged = |t: &T| {
         let mut e = trace_evidence(&[("compare.run1", t)], &[]);
-        e.obs.metrics.insert("timing.on_over_off".into(), json!(1.5));
+        e.obs
+            .metrics
+            .insert("timing.on_over_off".into(), json!(1.5));
         run(check, &e)
     };
     let honest = judged(&call(0.010));
     assert!(honest.pass, "{}", honest.why.en);
     let dearer = judged(&call(0.040));
     assert!(!dearer.pass);
-    assert!(dearer.why.en.contains("is 0.25× what it is"), "{}", dearer.why.en);
+    assert!(
+        dearer.why.en.contains("is 0.25× what it is"),
+        "{}",
+        dearer.why.en
+    );
     // two calls: one bent by load (0.45) beside one near the grader's ratio passes; a call
     // outside the wide band fails whatever the other did
     let two = "{step_ratio: {streams: [compare.run1, compare.run2], num: 'on', den: 'off', \
                against: timing.on_over_off, min: 0.5, max: 2.0, each_min: 0.33, each_max: 3.0}}";
     let both = |a: &T, b: &T| {
         let mut e = trace_evidence(&[("compare.run1", a), ("compare.run2", b)], &[]);
-        e.obs.metrics.insert("timing.on_over_off".into(), json!(1.5));
+        e.obs
+            .metrics
+            .insert("timing.on_over_off".into(), json!(1.5));
         run(two, &e)
     };
     let out = both(&call(0.010), &call(0.022));

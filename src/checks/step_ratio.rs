@@ -38,7 +38,10 @@ pub fn evaluate(spec: &StepRatioSpec, env: &Env) -> Outcome {
                 bound,
                 text!(
                     format!("评分器自己的 {} 不是正数：无法比较", spec.against),
-                    format!("the grader's own {} is not positive: nothing to compare with", spec.against)
+                    format!(
+                        "the grader's own {} is not positive: nothing to compare with",
+                        spec.against
+                    )
                 ),
             )
         }
@@ -66,7 +69,12 @@ pub fn evaluate(spec: &StepRatioSpec, env: &Env) -> Outcome {
             continue;
         }
         let q = num / den / own;
-        parts.push(format!("{stream}: {} ÷ {} = {}", fmt_num(num / den), fmt_num(own), fmt_num(q)));
+        parts.push(format!(
+            "{stream}: {} ÷ {} = {}",
+            fmt_num(num / den),
+            fmt_num(own),
+            fmt_num(q)
+        ));
         judged.push((stream.clone(), num, den, q));
     }
     let measured = parts.join("; ");

@@ -746,7 +746,11 @@ fn median(
         // a median of the steps timed, all of them: a step of this variant amid its timing with
         // no window of its own, out of any fixed pattern, was taken out of the measurement after
         // the fact
-        let untimed = m.untimed_between(v, variants, m.windows_of(v).iter().flat_map(|iv| iv.steps.clone()));
+        let untimed = m.untimed_between(
+            v,
+            variants,
+            m.windows_of(v).iter().flat_map(|iv| iv.steps.clone()),
+        );
         if let Some(&k) = untimed.first() {
             let n = untimed.len();
             let id = m.steps[k].id;
