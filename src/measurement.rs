@@ -103,6 +103,27 @@ pub struct Interval {
     pub duration: Option<f64>,
 }
 
+/// What `Measurement::untimed_between` found amid a variant's timing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Untimed {
+    /// Every step timed, or the steps timed equally spaced among whole steps of the variant that
+    /// cost what they do.
+    None,
+    /// Forwards without a window of their own (these), in no fixed pattern or not whole steps of
+    /// the variant: which steps were timed was chosen.
+    Chosen(Vec<usize>),
+    /// A fixed pattern, but each step timed costs `ratio` × the untimed step of the variant run
+    /// right before it (the median over the pairs, the grader's cost clock): more than
+    /// `UNLIKE_MAX` from 1.
+    Unlike { ratio: f64 },
+}
+
+/// How far from 1 (×) the median ratio of a fixed pattern's timed steps to the untimed steps
+/// right before them may be: each pair ran back to back. Honest (a timer's own warm-up before
+/// each timed step) 0.96–1.03 quiet, 0.85–1.25 over 64 variant-calls with two gradings at a time
+/// beside two busy loops (2026-12-06); red team 24's fixed patterns 1.3–2.6 (or 0.54–0.76).
+pub const UNLIKE_MAX: f64 = 1.5;
+
 /// How many reads at each end of a step-free gap can open or close a window (`sources_in`).
 const GAP_ENDS: usize = 16;
 
@@ -581,10 +602,10 @@ impl Measurement {
         variant: &str,
         others: &[String],
         timed: impl IntoIterator<Item = usize>,
-    ) -> Vec<usize> {
+    ) -> Untimed {
         let timed: BTreeSet<usize> = timed.into_iter().collect();
         let (Some(&first), Some(&last)) = (timed.first(), timed.last()) else {
-            return Vec::new();
+            return Untimed::None;
         };
         // every forward amid the timing counts, whole or not, whatever it was labelled, except
         // whole steps of another of the variants compared (`others`: steps timed alternately):
@@ -597,19 +618,61 @@ impl Measurement {
                 !(s.whole() && s.variant != variant && others.contains(&s.variant))
             })
             .collect();
-        // the steps timed equally spaced: every step, or every k-th (one timed step per period;
-        // a period holding several timed steps lets its first instance be chosen after the fact
-        // and then repeated blindly: red team 23's `half_period_pick`)
+        let untimed: Vec<usize> = span
+            .iter()
+            .copied()
+            .filter(|k| !timed.contains(k))
+            .collect();
+        if untimed.is_empty() {
+            return Untimed::None;
+        }
+        // the steps timed equally spaced: every k-th (one timed step per period; a period
+        // holding several timed steps lets its first instance be chosen after the fact and then
+        // repeated blindly: red team 23's `half_period_pick`), the others whole steps of the
+        // same variant (a timer's own warm-up runs the step it times)
         let at: Vec<usize> = span
             .iter()
             .enumerate()
             .filter(|(_, k)| timed.contains(k))
             .map(|(i, _)| i)
             .collect();
-        if at.windows(2).all(|w| w[1] - w[0] == at[1] - at[0]) {
-            return Vec::new();
+        let spaced = at.windows(2).all(|w| w[1] - w[0] == at[1] - at[0]);
+        let same = untimed
+            .iter()
+            .all(|&k| self.steps[k].whole() && self.steps[k].variant == variant);
+        if !(spaced && same) {
+            return Untimed::Chosen(untimed);
         }
-        span.into_iter().filter(|k| !timed.contains(k)).collect()
+        // and they cost what the timed ones do, on the grader's cost clock: each timed step
+        // against the untimed step of the variant right before it (run back to back, so load
+        // that comes and goes hits both halves of a pair alike), the median of those ratios. A
+        // fixed pattern whose timed steps alone are made slower or faster (the caches swept, a
+        // profiler or a deep stack around them only: red team 24) measures something else than
+        // the step
+        let cost = |k: usize| -> Option<f64> {
+            let start = self.steps[k].start;
+            self.step_calls
+                .iter()
+                .find(|c| c.0 == start)
+                .map(|c| c.2 - c.1)
+        };
+        let mut ratios = Vec::new();
+        for (i, &k) in span.iter().enumerate() {
+            if !timed.contains(&k) || i == 0 || timed.contains(&span[i - 1]) {
+                continue;
+            }
+            if let (Some(t), Some(u)) = (cost(k), cost(span[i - 1])) {
+                if u > 0.0 {
+                    ratios.push(t / u);
+                }
+            }
+        }
+        match median_range(&ratios).map(|(lo, hi)| (lo + hi) / 2.0) {
+            Some(r) if !(1.0 / UNLIKE_MAX..=UNLIKE_MAX).contains(&r) => {
+                Untimed::Unlike { ratio: r }
+            }
+            _ => Untimed::None,
+        }
     }
 
     /// Variants in order of first appearance among whole steps.

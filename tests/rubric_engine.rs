@@ -667,7 +667,7 @@ fn windows_chosen_after_the_fact_are_no_median_but_a_fixed_pattern_is() {
     let chosen = with(&[1, 2, 2, 1, 1, 1]);
     let out = reported(&chosen, 0.0105, 0.021);
     assert!(!out.pass);
-    assert!(out.why.en.contains("4 whole off step(s)"), "{}", out.why.en);
+    assert!(out.why.en.contains("4 off forward(s)"), "{}", out.why.en);
     assert!(
         out.why.en.contains("follows no fixed pattern"),
         "{}",
@@ -675,7 +675,7 @@ fn windows_chosen_after_the_fact_are_no_median_but_a_fixed_pattern_is() {
     );
     // one pair glued in the middle is no pattern either
     let out = reported(&with(&[1, 1, 2, 1, 1]), 0.011, 0.021);
-    assert!(out.why.en.contains("2 whole off step(s)"), "{}", out.why.en);
+    assert!(out.why.en.contains("2 off forward(s)"), "{}", out.why.en);
     // a period holding two timed steps: its first instance can be picked, then repeated blindly
     let out = reported(&with(&[1, 1, 2, 1, 1, 2, 1, 1, 2]), 0.011, 0.021);
     assert!(
@@ -687,6 +687,36 @@ fn windows_chosen_after_the_fact_are_no_median_but_a_fixed_pattern_is() {
     let fixed = with(&[2, 1, 2, 1, 2, 1]);
     let out = reported(&fixed, 0.010, 0.020);
     assert!(out.pass, "{}", out.why.en);
+}
+
+/// A fixed pattern whose timed steps alone are made slower (state changed around the windows:
+/// caches swept, a profiler on; red team 24) times something else than the step: each timed
+/// step is held to the untimed one run right before it, on the grader's cost clock.
+#[test]
+fn a_fixed_pattern_whose_timed_steps_alone_cost_more_is_no_median() {
+    let with = |dearer: f64| {
+        let mut t = T {
+            cost_stamps: true,
+            ..T::default()
+        };
+        for (v, c) in [("off", 0.010), ("on", 0.015)] {
+            t.step(v, c).step(v, c);
+            for _ in 0..5 {
+                // a timer's own warm-up: two steps between one pair of reads, then one timed
+                t.sync().read().step(v, c).step(v, c).sync().read();
+                t.sync().read().step(v, c * dearer).sync().read();
+            }
+        }
+        t
+    };
+    let judged = |t: &T, off: f64, on: f64| {
+        predicate_on("median", "", &[("compare.run1", t)], &[("off", off), ("on", on)])
+    };
+    let out = judged(&with(1.0), 0.010, 0.015);
+    assert!(out.pass, "{}", out.why.en);
+    let out = judged(&with(2.0), 0.020, 0.030);
+    assert!(!out.pass);
+    assert!(out.why.en.contains("each timed step took 2×"), "{}", out.why.en);
 }
 
 /// The steps a call timed cost, on over off, what the grader's own steps do: "off" steps made

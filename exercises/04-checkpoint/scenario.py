@@ -305,7 +305,8 @@ class Lesson:
             ctx.metric(f"compare.{run}.batch", int(batch["idx"].shape[0]))
 
             def sync():
-                ctx.event("sync")
+                # the event's recording is the grader's seconds, not the window's own
+                ctx.event_after_stamp(ctx.cost_clock(), "sync")
                 self.sync()
 
             params = {st.data_ptr() for st in ctx.lib.param_storages(model)}

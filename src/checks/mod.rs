@@ -152,8 +152,17 @@ pub fn evaluate(check: &Check, env: &Env) -> Outcome {
                 failed.clone()
             };
             let join = |parts: Vec<&Text>| {
-                let mut zh: Vec<&str> = parts.iter().map(|t| t.zh.as_str()).collect();
-                let mut en: Vec<&str> = parts.iter().map(|t| t.en.as_str()).collect();
+                // a part that says nothing (a sub-check with nothing to show) adds no separator
+                let mut zh: Vec<&str> = parts
+                    .iter()
+                    .map(|t| t.zh.as_str())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                let mut en: Vec<&str> = parts
+                    .iter()
+                    .map(|t| t.en.as_str())
+                    .filter(|s| !s.is_empty())
+                    .collect();
                 zh.dedup();
                 en.dedup();
                 Text::new(zh.join("；"), en.join("; "))

@@ -3,7 +3,7 @@
 //! sample a window the grader saw (each the work timed: the `idle:` clause).
 use super::{fmt_num, Env, Outcome};
 use crate::i18n::Text;
-use crate::measurement::{close_to, median_range, Measurement, Source};
+use crate::measurement::{close_to, median_range, Measurement, Source, Untimed, UNLIKE_MAX};
 use crate::observations::Event;
 use crate::spec::rubric::{IdleSpec, TracePredicate, TraceSpec};
 use crate::text;
@@ -116,17 +116,12 @@ fn samples(
         // them, in no fixed pattern, were chosen after the fact (compare_median's rule)
         if let Some(src) = &got.sources {
             let untimed = m.untimed_between(v, variants, src.iter().flat_map(|s| s.steps.clone()));
-            if let Some(&k) = untimed.first() {
-                let u = untimed.len();
-                let id = m.steps[k].id;
+            if let Some((zh, en)) = untimed_why(m, v, &untimed) {
                 padded.get_or_insert(Outcome::new(
                     false,
                     text!(format!("{n}/{n} 来自窗口"), format!("{n}/{n} from windows")),
                     "",
-                    text!(
-                        format!("在第一个和最后一个样本的计时窗口之间有 {u} 个完整步不在任何返回的样本里（例如第 {id} 步），而且没有固定的规律：样本要包括计时的每个窗口（或固定每隔几步一个），不能看了耗时再挑"),
-                        format!("{u} whole step(s) between the first and last samples' windows are in no sample returned (e.g. step {id}), in no fixed pattern: the samples are every window timed (or every k-th, fixed in advance), not chosen after seeing how long they took")
-                    ),
+                    text!(zh, en),
                 ));
                 continue;
             }
@@ -751,16 +746,10 @@ fn median(
             variants,
             m.windows_of(v).iter().flat_map(|iv| iv.steps.clone()),
         );
-        if let Some(&k) = untimed.first() {
-            let n = untimed.len();
-            let id = m.steps[k].id;
+        if let Some((zh, en)) = untimed_why(m, v, &untimed) {
             measured.push(format!("{v}: {} / —", fmt_num(reported)));
-            bad_zh.push(format!(
-                "{v} 在第一个和最后一个计时窗口之间有 {n} 个完整步没有自己的计时窗口（例如第 {id} 步），而且哪些步计时没有固定的规律：中位数要取所有计时的步（每一步，或固定每隔几步），不能事后挑选"
-            ));
-            bad_en.push(format!(
-                "{n} whole {v} step(s) between its first and last timed windows have no window of their own (e.g. step {id}), and which steps were timed follows no fixed pattern: the median is over the steps timed (every step, or every k-th), not chosen after the fact"
-            ));
+            bad_zh.push(zh);
+            bad_en.push(en);
             continue;
         }
         // the median of every window, or of the windows one reading of the call's clocks gives
@@ -843,4 +832,27 @@ fn median(
         "",
         text!(bad_zh.join("；"), bad_en.join("; ")),
     )
+}
+
+/// Why a variant's timing is not the median of its steps (`Measurement::untimed_between`), in
+/// Chinese and English; `None` when it is.
+fn untimed_why(m: &Measurement, v: &str, untimed: &Untimed) -> Option<(String, String)> {
+    match untimed {
+        Untimed::None => None,
+        Untimed::Chosen(ks) => {
+            let n = ks.len();
+            let id = m.steps[ks[0]].id;
+            Some((
+                format!("{v} 在第一个和最后一个计时窗口之间有 {n} 次前向没有自己的计时窗口（例如第 {id} 步；反向中途出错、被标为其他变体的也算），而且计时的步不是在同一种完整步中等间隔选出的：中位数要取所有计时的步（每一步，或固定每隔几步），不能事后挑选"),
+                format!("{n} {v} forward(s) between its first and last timed windows have no window of their own (e.g. step {id}; one whose backward raised, or labelled another variant, included), and which steps were timed follows no fixed pattern of whole steps: the median is over the steps timed (every step, or every k-th), not chosen after the fact"),
+            ))
+        }
+        Untimed::Unlike { ratio } => {
+            let x = fmt_num(UNLIKE_MAX);
+            Some((
+                format!("{v} 按固定间隔计时，但评分器的时钟下每个计时的步是紧挨在它前面、不计时的同一种步的 {} 倍（中位数），超出 1/{x}–{x}：计时的步和其余的步做的不是同样的工作（计时前后改变了状态：清缓存、开 profiler……）", fmt_num(*ratio)),
+                format!("{v} is timed in a fixed pattern, but on the grader's clock each timed step took {}× the untimed step of the same variant right before it (median), outside 1/{x}–{x}: the steps timed did other work than the rest (state changed around the windows: caches swept, a profiler on…)", fmt_num(*ratio)),
+            ))
+        }
+    }
 }
