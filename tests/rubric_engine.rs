@@ -710,13 +710,22 @@ fn a_fixed_pattern_whose_timed_steps_alone_cost_more_is_no_median() {
         t
     };
     let judged = |t: &T, off: f64, on: f64| {
-        predicate_on("median", "", &[("compare.run1", t)], &[("off", off), ("on", on)])
+        predicate_on(
+            "median",
+            "",
+            &[("compare.run1", t)],
+            &[("off", off), ("on", on)],
+        )
     };
     let out = judged(&with(1.0), 0.010, 0.015);
     assert!(out.pass, "{}", out.why.en);
     let out = judged(&with(2.0), 0.020, 0.030);
     assert!(!out.pass);
-    assert!(out.why.en.contains("each timed step took 2×"), "{}", out.why.en);
+    assert!(
+        out.why.en.contains("each timed step took 2×"),
+        "{}",
+        out.why.en
+    );
 }
 
 /// The steps a call timed cost, on over off, what the grader's own steps do: "off" steps made

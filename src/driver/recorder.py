@@ -233,6 +233,8 @@ class Ctx:
         # `timer`, a handed-over call's `call`) outside the calls: carried as `g` on each, so a
         # window's time of the submission's own leaves the grader's writing out (measurement.rs)
         self.overhead = 0.0
+        # handed-over calls running now (`lib.integrity`'s call stamps): their seconds are the work's
+        self.calls_open = 0
         # the grader's own work, no forgery walk for its records (`grade_attribution._GRANTED`):
         # raised by `lib.sealed` and around the recording of a stamped clock read
         self.granted = grade_attribution._GRANTED
@@ -316,7 +318,10 @@ class Ctx:
         finally:
             if was:
                 gc.enable()
-            self.overhead += self.cost_clock() - stamp
+            # inside a handed-over call its seconds are already the call's (the work), not the
+            # window's own: counted again as the grader's they would leave the window twice
+            if not self.calls_open:
+                self.overhead += self.cost_clock() - stamp
 
     def append_row(self, name, row):
         """Add one row to trace `name` (sent now)."""

@@ -312,6 +312,7 @@ class handed:
         self._c_in = cost()
         self._seal = sealed(self._ctx, self._lease)
         self._seal.__enter__()
+        self._ctx.calls_open += 1
         self._c0 = cost()
         return self
 
@@ -319,6 +320,7 @@ class handed:
         ctx, seal = self._ctx, self._seal
         cost = ctx.cost_clock
         c1 = cost()
+        ctx.calls_open -= 1
         try:
             more = {"prof": True} if _profiling() else {}
             ctx.event("call", fn=self._kind, c0=self._c0, c1=c1, g=ctx.overhead, **more)
