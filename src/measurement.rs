@@ -649,19 +649,12 @@ impl Measurement {
         // fixed pattern whose timed steps alone are made slower or faster (the caches swept, a
         // profiler or a deep stack around them only: red team 24) measures something else than
         // the step
-        let cost = |k: usize| -> Option<f64> {
-            let start = self.steps[k].start;
-            self.step_calls
-                .iter()
-                .find(|c| c.0 == start)
-                .map(|c| c.2 - c.1)
-        };
         let mut ratios = Vec::new();
         for (i, &k) in span.iter().enumerate() {
             if !timed.contains(&k) || i == 0 || timed.contains(&span[i - 1]) {
                 continue;
             }
-            if let (Some(t), Some(u)) = (cost(k), cost(span[i - 1])) {
+            if let (Some(t), Some(u)) = (self.step_cost(k), self.step_cost(span[i - 1])) {
                 if u > 0.0 {
                     ratios.push(t / u);
                 }
@@ -724,16 +717,20 @@ impl Measurement {
     /// (`timed_of`), from where the observer saw it begin to where its backward ended
     /// (`step_calls`): the step's own work, whatever the windows hold around it.
     pub fn step_costs(&self, variant: &str) -> Vec<f64> {
-        let mut out = Vec::new();
-        for iv in self.timed_of(variant) {
-            for &k in &iv.steps {
-                let start = self.steps[k].start;
-                if let Some((_, c0, c1)) = self.step_calls.iter().find(|c| c.0 == start) {
-                    out.push(c1 - c0);
-                }
-            }
-        }
-        out
+        self.timed_of(variant)
+            .iter()
+            .flat_map(|iv| iv.steps.iter().filter_map(|&k| self.step_cost(k)))
+            .collect()
+    }
+
+    /// Step `k`'s seconds on the grader's cost clock, from where the observer saw it begin to
+    /// where its backward ended (`step_calls`); `None` when it was not stamped.
+    fn step_cost(&self, k: usize) -> Option<f64> {
+        let start = self.steps[k].start;
+        self.step_calls
+            .iter()
+            .find(|c| c.0 == start)
+            .map(|&(_, c0, c1)| c1 - c0)
     }
 
     /// Whole steps of `variant` run before its first timed one and outside every timed interval.
