@@ -97,10 +97,17 @@ fn bound_of(spec: &TraceSpec, env: &Env) -> Text {
     let (min, max) = bounds(spec, env).unwrap_or((None, None));
     let per = env.resolve(&spec.per).unwrap_or(1.0);
     match (&spec.count, &spec.each, spec.expect) {
-        (Some(kind), ..) => match &spec.sum {
-            Some(field) => Text::same(format!("{kind} {field} {}", fmt_bounds(min, max))),
-            None => Text::same(format!("{kind} {}", fmt_bounds(min, max))),
-        },
+        (Some(kind), ..) => {
+            // the filter, when there is one: `call (prof=true) ≤ 0`
+            let kind = match where_text(spec) {
+                f if f.is_empty() => kind.clone(),
+                f => format!("{kind} ({f})"),
+            };
+            match &spec.sum {
+                Some(field) => Text::same(format!("{kind} {field} {}", fmt_bounds(min, max))),
+                None => Text::same(format!("{kind} {}", fmt_bounds(min, max))),
+            }
+        }
         (None, Some(field), _) => text!(
             format!("每次：{field} {}", fmt_bounds(min, max)),
             format!("each: {field} {}", fmt_bounds(min, max))

@@ -8,7 +8,7 @@ import weakref as _weakref
 import torch
 import torch.utils.checkpoint as _cp_mod
 from course.model import TinyGPT, _plain_blocks
-from .integrity import _top_saved_hooks
+from .integrity import _profiling, _top_saved_hooks
 _equal = torch.equal  # captured before any submission code runs
 
 
@@ -226,7 +226,7 @@ class StepObserver:
         before = ctx.tally("ckpt")
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
                  "ran": set(), "pos": {}, "need": 0, "unrecorded": 0, "seq": None, "back": set(), "loss": True, "recomputed": 0,
-                 "done": False,
+                 "done": False, "prof": _profiling(),
                  "grads": None, "frames": [], "counted": [], "where": {}, "fp": {},
                  "reruns": {}, "refp": {}, "blocks": model.blocks,
                  "all": {id(m) for b in model.blocks for m in (b.attn, b.mlp)}}
@@ -333,8 +333,11 @@ class StepObserver:
             variant = self.variant({**rec, "recomputed": state["recomputed"]})
         # its recording after the stamp is the grader's own seconds (`overhead`), not the window's
         c = ctx.cost_clock()
+        # `prof`: a profiler recorded (part of) the step: its recording's cost is in the step, no
+        # measure of it (red team 24's profiled timed "off" steps in lesson 04: 1.3–1.5× their time)
+        more = {"prof": True} if state["prof"] or _profiling() else {}
         ctx.event_after_stamp(c, "step_done", id=state["id"], t=ctx.clock(), c=c,
-                              **({"variant": variant} if variant else {}))
+                              **({"variant": variant} if variant else {}), **more)
 
     def _reran(self, state, rec):
         """Lesson 04, at the end of a step's backward: which layers it reran, and on what. A
@@ -428,16 +431,22 @@ def _watch_layer_classes(classes):
 # Lesson 04: where a layer runs, seen from the Python stack (`_checkpoint_regions`). A checkpoint
 # is whatever frame of torch.utils.checkpoint runs a function for it: `checkpoint()` itself (the
 # non-reentrant path calls the function from there), `CheckpointFunction.forward` (the reentrant
-# one, reached from `checkpoint()` or called directly) and the driver's counting wrapper around
-# `checkpoint()`; frames of torch (and the driver) between two of them belong to one call, a frame
-# of anyone else's code separates two.
+# one, reached from `checkpoint()` or called directly; the driver's wrapper of it and torch's own)
+# and the driver's counting wrapper around `checkpoint()`; frames of torch (and the driver) between
+# two of them belong to one call, a frame of anyone else's code separates two. Every such frame is
+# registered while a function runs under it (`grade_instruments.CKPT_LIVE`): the walk stops once
+# it has passed all of them, and does not start when there are none, so that its cost does not
+# grow with the depth of the submission's stack.
 _CKPT_FILE = _cp_mod.__file__
 _COUNTED_CODE = _cp_mod.checkpoint.__code__ if hasattr(_cp_mod.checkpoint, "__wrapped__") else None
 _DRIVER_FILE = _COUNTED_CODE.co_filename if _COUNTED_CODE is not None else None
 # the driver's torch._dynamo stand-in's `disable(fn)` wrapper (instruments.py): where torch's own
 # wrapper would be, between checkpoint() and its body
 _STAND_IN_FILE = getattr(_sys.modules.get("grade_instruments"), "STAND_IN_FILE", None)
-_CF_FORWARD = _cp_mod.CheckpointFunction.forward.__code__
+_CF = _cp_mod.CheckpointFunction.forward
+_CF_FORWARD = _CF.__code__
+_CF_REAL = getattr(_CF, "__wrapped__", _CF).__code__
+_LIVE = getattr(_sys.modules.get("grade_instruments"), "CKPT_LIVE", None)
 _TORCH_DIR = _os.path.dirname(torch.__file__) + _os.sep
 _getframe = _sys._getframe
 
@@ -446,6 +455,10 @@ def _checkpoint_regions():
     """The checkpoint calls the running layer is inside, innermost first, up to the observed
     model's forward (a checkpoint around the whole model is not one of its blocks'):
     `[(outermost frame of the call, entered through the counted checkpoint())]`."""
+    live = _LIVE
+    if live is not None and not live:
+        return []  # no checkpoint call is running
+    pending = len(live) if live is not None else -1  # registered frames not passed yet
     groups = []
     joined = False  # the frames since the last checkpoint frame were torch's or the driver's
     f = _getframe(1)
@@ -454,7 +467,7 @@ def _checkpoint_regions():
         code = f.f_code
         if code is stop:
             break
-        if code is _COUNTED_CODE or code is _CF_FORWARD or (
+        if code is _COUNTED_CODE or code is _CF_FORWARD or code is _CF_REAL or (
             code.co_name == "checkpoint" and code.co_filename == _CKPT_FILE
         ):
             if joined:
@@ -463,6 +476,10 @@ def _checkpoint_regions():
             else:
                 groups.append([f, code is _COUNTED_CODE])
                 joined = True
+            if pending > 0 and any(fr is f for fr in live):
+                pending -= 1
+                if not pending:
+                    break  # every checkpoint frame of the stack is behind
         elif joined and not (code.co_filename.startswith(_TORCH_DIR) or code.co_filename in (_DRIVER_FILE, _STAND_IN_FILE)):
             joined = False
         f = f.f_back
