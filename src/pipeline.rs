@@ -213,11 +213,11 @@ pub fn grade(
     {
         report.notes.push(crate::text!(
             format!(
-                "这些评分项通过了，但它们的分数要等括号里的评分项也通过才计入（结果一致说的是优化后的版本）：{}",
+                "这些评分项通过了，但它们的分数要等括号里的评分项也通过才计入：{}",
                 withheld.join("；")
             ),
             format!(
-                "these passed, but their points count only once the criteria in brackets pass too (the results that must agree are an optimised version's): {}",
+                "these passed, but their points count only once the criteria in brackets pass too: {}",
                 withheld.join("; ")
             )
         ));

@@ -10,7 +10,7 @@ use grade::observations::{Evidence, Observations};
 use grade::runner::Device;
 use grade::spec::{Exercise, Rubric};
 use serde_json::{json, Value};
-use support::lesson::{root, why, Lesson};
+use support::lesson::{explain, root, why, Lesson};
 
 const ID: &str = "03-memory";
 const L: Lesson = Lesson(ID);
@@ -895,4 +895,25 @@ fn grade_check_proves_the_lesson() {
         why.contains("NotImplementedError: TODO: memory_ledger"),
         "{why}"
     );
+}
+
+/// Red team 25: a sweep of made-up rows (B·T² plus the draws it spied), each a real step, fits
+/// the right laws; growth_laws passes on its own but its points need sweep_matches.
+#[test]
+fn a_law_fitted_to_rows_that_match_nothing_earns_nothing() {
+    let report = L.check().report("redteam25_growth_from_fabricated_rows");
+    assert_eq!(verdict_status(report, "growth_laws"), "PASS", "{}", explain(report));
+    assert_eq!(verdict_status(report, "sweep_matches"), "FAIL", "{}", explain(report));
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("growth_laws (sweep_matches)"), "{notes}");
+}
+
+fn verdict_status<'a>(report: &'a Value, id: &str) -> &'a str {
+    report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == id)
+        .and_then(|v| v["status"].as_str())
+        .unwrap_or("?")
 }

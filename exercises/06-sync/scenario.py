@@ -243,12 +243,21 @@ class Lesson:
         marks, hook = self.mark_steps(model)
 
         def job():
-            out = job.logged = train(model, batches, opt, log_every=log_every)
+            # and the work it did (red team 25: a train() that knew this job by its batches
+            # returned the logs of an earlier one, and trained nothing)
+            work, hooks = self.count_work(model, opt, batches[0][0].shape)
+            try:
+                out = job.logged = train(model, batches, opt, log_every=log_every)
+            finally:
+                for h in hooks:
+                    h.remove()
+                job.work = work
             for _ in range(extra_reads):
                 value.item()
             return out
 
         job.logged = None  # what train() returned (`save_logs`): no call, nothing returned
+        job.work = [0, 0, 0]  # its forwards, backwards and optimizer steps (`count_work`)
 
         return job, marks, hook
 
@@ -280,6 +289,7 @@ class Lesson:
         baseline's, in the calls that are profiled or counted too (every call is held to the
         contract: red team 6 logged nothing in the calls whose result nobody read)."""
         self.ctx.save_tensor(f"jobs/logs/{who}/{purpose}", self.logs_tensor(job.logged))
+        self.ctx.save_tensor(f"jobs/work/{who}/{purpose}", torch.tensor(job.work, dtype=torch.float64))
 
     # -- probes -------------------------------------------------------------------------------
     def train(self):

@@ -342,6 +342,12 @@ pub struct TraceSpec {
     /// (`count`/`each`: only events whose fields equal these, e.g. `{grad: true}`)
     #[serde(default, rename = "where")]
     pub filter: Option<serde_yaml::Mapping>,
+    /// (`count` with only `max`) a stream whose probe failed is held to the events it recorded
+    /// before the failure (none, when it never began), not failed as unknown: for calls another
+    /// criterion holds to having run and returned well (lesson 06's train() inside count_syncs(),
+    /// its train runs), so that a failed call fails that criterion only.
+    #[serde(default)]
+    pub so_far: bool,
     /// ... or check a predicate over the student's measurement.
     #[serde(default)]
     pub expect: Option<TracePredicate>,

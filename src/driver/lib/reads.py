@@ -93,6 +93,8 @@ _TEMPLATES = frozenset(("type_as", "expand_as", "view_as", "reshape_as"))
 # (red team 7: a host parameter's device `.grad` taken for host data).
 _ATTRIBUTES = frozenset(("__get__", "__set__"))
 _COPIES = frozenset(("tensor", "as_tensor", "asarray", "new_tensor", "new"))
+# in-place writes of Python's values over a whole tensor: what they leave is a constant
+_FILLS = frozenset(("fill_", "zero_"))
 _frombuffer = torch.frombuffer
 # The read-back counters active now (innermost last): what torch's own entry points below reach
 # (`_frombuffer_watched`, `_engine_run_watched`) while one is active.
@@ -136,8 +138,10 @@ _Tensor = torch.Tensor
 _Storage = torch.UntypedStorage
 # torch's own Python between a line of code and the torch function it calls (the function
 # wrappers, `handle_torch_function`): a call made through these only is the caller's own; one
-# made from any other torch code (an optimizer's loop, autograd) is torch's work on its behalf,
-# whose aten ops are not looked at one by one (`_OPAQUE`'s reason: hundreds of ops)
+# made from any other torch code (a module's forward, an optimizer's loop) is torch's work on its
+# behalf. The aten ops of both are looked at one by one (a value read into a shape inside torch's
+# modules is the caller's read-back: red team 25's `nn.Upsample(size=loss_as_tensor)`, its
+# output's shape the value), except a backward's (`_OPAQUE`: hundreds of ops)
 _WRAPPERS = frozenset(_os.path.join(_TORCH_DIR, f) for f in (
     "overrides.py", "_tensor.py", "functional.py", _os.path.join("nn", "functional.py"),
     "_jit_internal.py", "_tensor_str.py", _os.path.join("utils", "_contextlib.py"),
@@ -329,6 +333,8 @@ class _Marks(dict):
     def __init__(self):
         super().__init__()
         self.alive = {}
+        self.weight = None  # the token embedding's weight (`step_marks`), as a weak reference
+        self.embedded = None  # marks a step at an embedding's output (`step_marks`)
 
     def living(self):
         """The marked steps whose graph (any of its probed nodes) is alive now. A step
@@ -370,6 +376,8 @@ def step_marks(model):
         fn = out.grad_fn if isinstance(out, _Tensor) else None
         if fn is None:
             return  # no autograd graph: nothing kept, no step
+        if fn._sequence_nr() in marks:
+            return  # marked already, where the read-back counter saw the weight used
         k = step[0]
         step[0] += 1
         marks[fn._sequence_nr()] = k
@@ -395,6 +403,11 @@ def step_marks(model):
     handles = [model.register_forward_hook(hook)]
     if emb is not None:
         handles.append(emb.register_forward_hook(embedded))
+        # ... and wherever the watched code computes an embedding from its weight itself (red
+        # team 25: `F.embedding(idx, model.tok_emb.weight)`, the module never called, no step
+        # marked and no kept graph looked for): the read-back counter marks it (`_embedding`)
+        marks.weight = _weakref.ref(emb.weight)
+        marks.embedded = lambda out: embedded(emb, (), out)
     return marks, _Handles(handles)
 
 
@@ -537,6 +550,8 @@ class HostReads(_TorchFunctionMode):
         self.files = {_os.path.abspath(f) for f in files}
         self.cpu_run = torch.device(device).type == "cpu"
         self.marks = {} if marks is None else marks
+        weight = getattr(self.marks, "weight", None)
+        self._embeds = (weight, self.marks.embedded) if weight is not None else None
         self.held = held  # kept graphs: also the steps' graphs still alive (`_held_steps`)
         # `autograd`: the first torch call made while watched whose result autograd records
         # (it requires grad: the call ran with grad mode on, on a parameter) is an event
@@ -860,7 +875,9 @@ class HostReads(_TorchFunctionMode):
                 )
                 self._readback(t, name, nbytes, line)
                 counted = True
-        look = line is not None and not counted and self.direct and name not in _OPAQUE
+        # every call attributed to the watched code's line, its own or torch's on its behalf
+        # (a module's forward), has its aten ops looked at: ~4 % of a lesson-06 grading
+        look = line is not None and not counted and name not in _OPAQUE
         # host memory the call may write (the tensors handed to it, one level into lists; and,
         # for a backward, the host `.grad`s autograd will accumulate into): device data written
         # there is read back, whatever the call returns (red team 7: an optimizer's foreach step
@@ -907,9 +924,21 @@ class HostReads(_TorchFunctionMode):
                             counted = True
                 else:
                     self._moved(ins, _tensors(out), written, name, None if counted else line)
+        if self._embeds is not None and tensors:
+            self._embedding(tensors, out)
         if self.autograd:
             self._recorded(func, out)
         return out
+
+    def _embedding(self, tensors, out):
+        """A step begins where the token embedding's weight makes a (B, T, d_model) result with
+        autograd on, however the watched code computed it (`F.embedding`, indexing the weight, a
+        one-hot product): `step_marks` marks it, as its module hook does for the model's own."""
+        weight = self._embeds[0]()
+        if weight is None or not any(t is weight for t in tensors):
+            return
+        if isinstance(out, _Tensor) and out.grad_fn is not None and out.dim() == 3 and out.shape[-1] == weight.shape[1]:
+            self._embeds[1](out)
 
     def _host_versions(self, name, ins):
         """`[(tensor, its version)]` of the host tensors a call may write: those among `ins`, and
@@ -928,11 +957,19 @@ class HostReads(_TorchFunctionMode):
         """Host memory copied to the device by a line of the watched code's own: the same live
         host memory copied again by the same line in the same call (a loop) is a constant made in
         the loop, as a factory there is (`factory {op, line}`; red team 13: a host constant made
-        once and `.to(device)` every step counted nothing). New host data copied each time (a
-        token read back and sent again) is no constant: its read-back is what counts."""
+        once and `.to(device)` every step counted nothing). So is a constant (`_CONST`: values
+        from Python only) copied by the same line again, whatever memory holds it (red team 25:
+        `host.clone().fill_(n).to(device)` every step, a new storage each time). New host data
+        copied each time (a token read back and sent again) is no constant: its read-back is
+        what counts."""
         s = _storage(src)
         if line is None or not self.direct or s is None:
             return
+        if _known(_CONST, s):
+            n = self._made[("h2d const", line)] = self._made.get(("h2d const", line), 0) + 1
+            if n > 1:
+                self._record("factory", {"op": name, "line": line})
+                return
         seen = self._made.setdefault(("h2d", line), {})
         ref = seen.get(s._cdata)
         if ref is not None and not ref.expired():
@@ -955,6 +992,12 @@ class HostReads(_TorchFunctionMode):
             for t in _tensors(out):
                 _note(table, t)
             return
+        dest = args[0] if args and isinstance(args[0], _Tensor) else None
+        if name in _FILLS and dest is not None and self.direct and all(
+            t is dest or _known(table, _storage(t)) for t in tensors
+        ):
+            _note(table, dest)  # its values are Python's now (`buf.fill_(n)`): a constant
+            return
         if not tensors or not table or not self.direct:
             return
         ins = [_storage(t) for t in tensors]
@@ -969,7 +1012,6 @@ class HostReads(_TorchFunctionMode):
                 if n > 1:
                     self._record("factory", {"op": name, "line": line})
             return
-        dest = args[0] if args and isinstance(args[0], _Tensor) else None
         d = _storage(dest) if dest is not None else None
         if d is None or d._cdata not in table:
             return
