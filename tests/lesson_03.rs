@@ -902,8 +902,18 @@ fn grade_check_proves_the_lesson() {
 #[test]
 fn a_law_fitted_to_rows_that_match_nothing_earns_nothing() {
     let report = L.check().report("redteam25_growth_from_fabricated_rows");
-    assert_eq!(verdict_status(report, "growth_laws"), "PASS", "{}", explain(report));
-    assert_eq!(verdict_status(report, "sweep_matches"), "FAIL", "{}", explain(report));
+    assert_eq!(
+        verdict_status(report, "growth_laws"),
+        "PASS",
+        "{}",
+        explain(report)
+    );
+    assert_eq!(
+        verdict_status(report, "sweep_matches"),
+        "FAIL",
+        "{}",
+        explain(report)
+    );
     let notes = report["notes"].to_string();
     assert!(notes.contains("growth_laws (sweep_matches)"), "{notes}");
 }
