@@ -102,6 +102,9 @@ _PROFILES = {
 # the ops whose recorded calls prove a training step's work was recorded (its GEMMs: every
 # linear, attention product and their gradients)
 MATMULS = frozenset({"aten::mm", "aten::addmm", "aten::bmm"})
+# the ops of the profile the grader makes for top_ops() (`Lesson.foreign`): five drawn per grading
+FOREIGN_OPS = ("tanh", "sigmoid", "exp", "relu", "neg", "abs", "sin", "cos")
+_TorchProfile = torch.profiler.profile
 _lib = sys.modules.get("grade_lib")  # the driver loads grade_lib before this module
 _sealed = _lib.sealed
 ProbeFailed = Exception  # replaced by the driver's class in run()
@@ -922,35 +925,61 @@ class Lesson:
                 ctx.metric(f"profile.{run}.cuda_activity", "yes" if _CUDA in activities else "no")
             _hand_over(prof, events, averages)
 
+    def foreign(self, _every=every_row, _ranking=ranking, _profile=_TorchProfile):
+        """A profile of the grader's own making for top_ops() to rank: ops drawn per grading from
+        the process's secret, each run a drawn number of times, so its ranking is known only to
+        whoever reads the profile (red team 25: a top_ops() that replayed the rankings it had
+        queued while profile_training() ran, by call number, never reading `prof`). Its rows
+        (`profile.foreign.*`) are made as the runs' are, from the grader's own parse."""
+        draw = random.Random(f"{_SECRET}/top_ops/foreign")
+        names = draw.sample(FOREIGN_OPS, 5)
+        counts = draw.sample([1, 3, 8, 20, 50], 5)
+        gen = torch.Generator().manual_seed(draw.getrandbits(62))
+        x = torch.randn(64, 256, generator=gen).to(self.device)
+        with _no_grad(), _profile(activities=self.activities()) as prof:
+            for name, n in zip(names, counts):
+                op = getattr(torch, name)
+                for _ in range(n):
+                    op(x)
+        events = prof.events()  # torch's own parse of its results (the object keeps it)
+        listed = _every(events, self.cuda, events.key_averages())
+        whole = _ranking(listed)
+        self.ctx.traces["profile.foreign.listed"] = listed
+        for k in self.ctx.params["k"]:
+            self.ctx.traces[f"profile.foreign.top{int(k)}"] = whole[: int(k)]
+        return prof
+
     def top_ops(self, _number=number):
         fn = self.need("top_ops")
         if not self.profiles:
             raise ProbeFailed("no profile to rank: profile_training() did not return one")
-        for run, prof in self.profiles.items():
-            for k in self.ctx.params["k"]:
-                k = int(k)
-                got = fn(prof, k=k)
-                if not isinstance(got, (list, tuple)):
-                    raise ProbeFailed(f"top_ops(prof, k={k}) must return a list of dicts; got {type(got).__name__}")
-                rows = []
-                for item in got:
-                    if not isinstance(item, dict):
-                        raise ProbeFailed(
-                            f"top_ops(prof, k={k}) must return a list of dicts with name, self_time_us, calls; "
-                            f"got an item of type {type(item).__name__}"
-                        )
-                    name = item.get("name")
-                    self_us = _number(item.get("self_time_us"), what="self_time_us")
-                    calls = _number(item.get("calls"), integral=True, what="calls")
-                    rows.append(
-                        {
-                            "e": "op",
-                            "name": name if isinstance(name, str) else repr(name)[:80],
-                            "self_us": self_us if not isinstance(self_us, str) else None,
-                            "calls": calls if not isinstance(calls, str) else None,
-                        }
+        profiles = dict(self.profiles, foreign=self.foreign())
+        # in an order drawn per grading: no answer follows from the call's number
+        calls = [(run, int(k)) for run in profiles for k in self.ctx.params["k"]]
+        random.Random(f"{_SECRET}/top_ops/order").shuffle(calls)
+        for run, k in calls:
+            got = fn(profiles[run], k=k)
+            if not isinstance(got, (list, tuple)):
+                raise ProbeFailed(f"top_ops(prof, k={k}) must return a list of dicts; got {type(got).__name__}")
+            rows = []
+            for item in got:
+                if not isinstance(item, dict):
+                    raise ProbeFailed(
+                        f"top_ops(prof, k={k}) must return a list of dicts with name, self_time_us, calls; "
+                        f"got an item of type {type(item).__name__}"
                     )
-                self.ctx.traces[f"top_ops.{run}.top{k}"] = rows
+                name = item.get("name")
+                self_us = _number(item.get("self_time_us"), what="self_time_us")
+                calls_n = _number(item.get("calls"), integral=True, what="calls")
+                rows.append(
+                    {
+                        "e": "op",
+                        "name": name if isinstance(name, str) else repr(name)[:80],
+                        "self_us": self_us if not isinstance(self_us, str) else None,
+                        "calls": calls_n if not isinstance(calls_n, str) else None,
+                    }
+                )
+            self.ctx.traces[f"top_ops.{run}.top{k}"] = rows
 
     def verify(self, _number=number, _boolean=boolean, _enabled=_profiler_enabled, _watch=WATCH, _now=_time_ns,
                _outputs=OUTPUTS, _draw=candidate_draw):
