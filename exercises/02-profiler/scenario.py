@@ -1032,28 +1032,40 @@ class Lesson:
 
         wrong_at = random.Random(f"{_SECRET}/verify/wrong_at")
 
-        def off(n, wrong):
-            """`n` ops, then (`wrong`) one element moved by 0.5 towards zero's other side, at a
-            place drawn per verify call from the process's secret: only a comparison of the whole
-            outputs with the baseline's tells (red team 7: element [0, 0] alone, or one row,
-            compared). The place is a mask made before the call (red team 12 read an index put's
-            arguments from a `record_shapes` profile) and the same in every step of the call (the
-            candidate's two outputs for one input agree: red team 12 told a wrong candidate by a
-            place drawn afresh per step); the moved value stays inside tanh's (-1, 1) (a range
-            check tells nothing). Right and wrong outputs are made by the very same ops with W
-            itself (a zero mask for the right one), so neither the ops a profile records, the
-            strides (red team 4) nor the graph (red team 8: a `CopySlices` node, the in-place
-            add's rows) tell them apart: only the values do."""
+        def off(n, wrong, candidate=True):
+            """`n` ops, then, for a candidate, its output as the baseline's within rounding, not to
+            the bit: every element times 1 ± 2⁻²² (a sign drawn per element, per verify call), so
+            a comparison for exact equality (`torch.equal`, `==`, equal checksums) calls a right
+            candidate wrong; `torch.allclose` and `assert_close` at their defaults take it (red
+            team 25). And (`wrong`) a planted error no sum and no loose tolerance sees: element A
+            (drawn per verify call from the process's secret, the same in every step of the call)
+            moved towards zero by δ (drawn, 0.01–0.05) and the element furthest on the other side
+            of zero moved towards zero by as much, so the sum stays (within rounding) and both
+            stay inside tanh's (-1, 1) (a range check tells nothing); only a comparison of every
+            element at a tolerance under δ finds it (red team 7: element [0, 0] alone, or one row,
+            compared; red team 25: the outputs' sums compared, `allclose(atol=0.45)`). The place
+            is a mask made before the call (red team 12 read an index put's arguments from a
+            `record_shapes` profile); right and wrong outputs are made by the very same ops with W
+            itself (a zero flag for the right one), so neither the ops a profile records, the
+            strides (red team 4) nor the graph (red team 8) tell them apart: only the values do."""
             right = repeat(n)
+            if not candidate:
+                return right
             mask = torch.zeros(rows, dim, device=self.device)
-            if wrong:
-                mask[wrong_at.randrange(rows), wrong_at.randrange(dim)] = 1.0
+            mask[wrong_at.randrange(rows), wrong_at.randrange(dim)] = 1.0
+            delta = torch.tensor(wrong_at.uniform(0.01, 0.05) if wrong else 0.0, device=self.device)
+            signs = torch.randint(0, 2, (rows, dim), generator=gen).to(self.device) * 2 - 1
+            rounding = 1.0 + signs.to(torch.float32) * 2.0 ** -22
 
             def body(x, acc):
                 y = right(x, acc)
-                if y.shape == mask.shape:  # (an input of the submission's own may be any shape)
-                    y = y + mask * (0.5 - (y > 0).to(y.dtype))
-                return y
+                if y.shape != mask.shape:  # (an input of the submission's own may be any shape)
+                    return y
+                side = torch.sign((y * mask).sum())  # A's side of zero
+                far = torch.argmin(y * side)  # the element furthest on the other side
+                other = torch.zeros_like(y).view(-1).scatter_(0, far.view(1), 1.0).view_as(y)
+                y = y - mask * side * delta + other * side * delta
+                return y * rounding
 
             return body
 
@@ -1064,7 +1076,7 @@ class Lesson:
         # margin is a ratio; 2× was tried (issue 42) and a careful fixture's slow candidate
         # measured 0.7× the baseline beside three other gradings
         calls = {"fast": 1, "slow": work * work}
-        baseline = (off(work, False), work)
+        baseline = (off(work, False, candidate=False), work)
 
         for n, (speed, right) in enumerate(_draw(), 1):  # drawn per grading (`candidate_draw`)
             cand = f"call{n}"
