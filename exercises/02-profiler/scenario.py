@@ -1022,17 +1022,22 @@ class Lesson:
                 acc.append(ctx.clock() - t0)
             return y
 
-        def repeat(n, w=W):
+        def repeat(n, chunks=1, w=W):
+            """`n` products x @ W, each made of `chunks` calls of the op on as many slices of x's
+            rows (the same values; a sixteenth of the work per call for the fast candidate)."""
             def body(x, acc):
                 for _ in range(n):
-                    y = timed(x, w, acc)
+                    if chunks == 1 or x.dim() != 2:
+                        y = timed(x, w, acc)
+                    else:  # `chunks` calls whatever the rows (an input of the submission's own)
+                        y = torch.cat([timed(part, w, acc) for part in x.tensor_split(chunks)])
                 return torch.tanh(y)
 
             return body
 
         wrong_at = random.Random(f"{_SECRET}/verify/wrong_at")
 
-        def off(n, wrong, candidate=True):
+        def off(n, wrong, candidate=True, chunks=1):
             """`n` ops, then, for a candidate, its output as the baseline's within rounding, not to
             the bit: every element times 1 ± 2⁻²² (a sign drawn per element, per verify call), so
             a comparison for exact equality (`torch.equal`, `==`, equal checksums) calls a right
@@ -1048,7 +1053,7 @@ class Lesson:
             `record_shapes` profile); right and wrong outputs are made by the very same ops with W
             itself (a zero flag for the right one), so neither the ops a profile records, the
             strides (red team 4) nor the graph (red team 8) tell them apart: only the values do."""
-            right = repeat(n)
+            right = repeat(n, chunks)
             if not candidate:
                 return right
             mask = torch.zeros(rows, dim, device=self.device)
@@ -1075,12 +1080,16 @@ class Lesson:
         # single calls (a core shared with another process halves its speed for a while), so the
         # margin is a ratio; 2× was tried (issue 42) and a careful fixture's slow candidate
         # measured 0.7× the baseline beside three other gradings
-        calls = {"fast": 1, "slow": work * work}
+        # and both call the op alike: the fast one `work²` times on a `work²`-th of the rows, the
+        # slow one `work²` times on all of them (the baseline: `work` times), so a call count tells
+        # nothing of the speed (red team 25: `faster` from which step calls the op fewer times)
+        shapes = {"fast": (1, work * work), "slow": (work * work, 1)}  # (products, calls each)
         baseline = (off(work, False, candidate=False), work)
 
         for n, (speed, right) in enumerate(_draw(), 1):  # drawn per grading (`candidate_draw`)
             cand = f"call{n}"
-            body = off(calls[speed], not right)
+            products, chunks = shapes[speed]
+            body = off(products, not right, chunks=chunks)
             ids = itertools.count()  # step ids, shared by both steps of this verify call
             make_input, made = inputs()
 
@@ -1142,7 +1151,7 @@ class Lesson:
                 return step
 
             baseline_step = wrap("baseline", baseline)
-            candidate_step = wrap("candidate", (body, calls[speed]))
+            candidate_step = wrap("candidate", (body, products * chunks))
             ctx.trace = trace = []
             _watch.begin()
             _outputs.begin(ctx)
