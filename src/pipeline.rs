@@ -192,19 +192,7 @@ pub fn grade(
         timings,
     };
     // a criterion whose points need others (`requires:`) says so when it passed alone
-    let passed: std::collections::BTreeSet<&str> = report
-        .verdicts
-        .iter()
-        .filter(|v| v.status == checks::Status::Pass)
-        .map(|v| v.id.as_str())
-        .collect();
-    let withheld: Vec<String> = report
-        .verdicts
-        .iter()
-        .filter(|v| v.status == checks::Status::Pass && v.points > 0)
-        .filter(|v| v.requires.iter().any(|r| !passed.contains(r.as_str())))
-        .map(|v| format!("{} ({})", v.id, v.requires.join(", ")))
-        .collect();
+    let withheld = crate::report::withheld(&report.verdicts);
     if !withheld.is_empty()
         && !report
             .verdicts

@@ -897,33 +897,32 @@ fn grade_check_proves_the_lesson() {
     );
 }
 
-/// Red team 25: a sweep of made-up rows (B·T² plus the draws it spied), each a real step, fits
-/// the right laws; growth_laws passes on its own but its points need sweep_matches.
+/// Red team 25: a sweep of made-up rows, each a real step, that fits the right laws passes
+/// growth_laws on its own; its points need sweep_matches (`requires:`). Here the solution's own
+/// sweep with every row 8 B over: the laws are the same, the rows match nothing.
 #[test]
 fn a_law_fitted_to_rows_that_match_nothing_earns_nothing() {
-    let report = L.check().report("redteam25_growth_from_fabricated_rows");
-    assert_eq!(
-        verdict_status(report, "growth_laws"),
-        "PASS",
-        "{}",
-        explain(report)
-    );
-    assert_eq!(
-        verdict_status(report, "sweep_matches"),
-        "FAIL",
-        "{}",
-        explain(report)
-    );
-    let notes = report["notes"].to_string();
-    assert!(notes.contains("growth_laws (sweep_matches)"), "{notes}");
-}
-
-fn verdict_status<'a>(report: &'a Value, id: &str) -> &'a str {
-    report["verdicts"]
-        .as_array()
-        .unwrap()
+    let mut obs = L.recorded("solution");
+    for row in rows_mut(&mut obs, "sweep.student").iter_mut() {
+        let a = row.fields["activations"].as_i64().unwrap();
+        row.fields.insert("activations".into(), json!(a + 8));
+    }
+    let vs = grade_obs(obs);
+    assert_eq!(failing(&vs), ["sweep_matches"]);
+    assert_eq!(verdict(&vs, "growth_laws").requires, ["sweep_matches"]);
+    let passed: u32 = vs
         .iter()
-        .find(|v| v["id"] == id)
-        .and_then(|v| v["status"].as_str())
-        .unwrap_or("?")
+        .filter(|v| v.status == Status::Pass)
+        .map(|v| v.points)
+        .sum();
+    let summary = grade::report::Summary::of(&vs);
+    assert_eq!(
+        summary.points,
+        passed - verdict(&vs, "growth_laws").points,
+        "growth_laws' points are withheld while sweep_matches fails"
+    );
+    assert_eq!(
+        grade::report::withheld(&vs),
+        ["growth_laws (sweep_matches)"]
+    );
 }

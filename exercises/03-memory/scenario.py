@@ -81,7 +81,8 @@ ProbeFailed = Exception  # replaced by the driver's class before anything runs
 # is imported) and the submission's calls draw from it alike; reproducibility is unharmed, since no
 # verdict depends on the sizes, only on the submission measuring them.
 _SECRET = random.SystemRandom().getrandbits(64)
-# the pads of the forward running now: (extra elements before each block, before the head)
+# the pads of the forward running now: ([extra elements before each block, before the head],
+# [extra elements of each block's `mlp.fc` output])
 _PADS = [None]
 
 
@@ -97,14 +98,41 @@ def _pad_input(i, module, args):
     """Forward pre-hook on block `i` of every model the lesson makes: while a tagged forward runs,
     the block's input is padded (`_padded`) by that forward's drawn extra for block `i`."""
     pads = _PADS[0]
-    if pads is None or i >= len(pads) - 1 or not args or not isinstance(args[0], torch.Tensor):
+    if pads is None or i >= len(pads[0]) - 1 or not args or not isinstance(args[0], torch.Tensor):
         return None
-    return (_padded(args[0], pads[i]),) + tuple(args[1:])
+    return (_padded(args[0], pads[0][i]),) + tuple(args[1:])
+
+
+class _PaddedFC(torch.nn.Linear):
+    """Each block's first MLP projection (`mlp.fc`) in the lesson's models: once the call (its
+    forward and every forward hook) is over, its output is copied into a storage longer by the
+    running forward's drawn extra for that block (`_FC`). GELU saves its input for backward, so
+    the drawn slack is kept with it. Values and gradients are unchanged to the bit (a copy; the
+    projection's own output is then saved by nothing).
+
+    Red team 25 read the block-input pads off forward pre-hooks on the blocks: any module's input
+    and output is open to a module hook. This pad is made after the projection's hooks have run,
+    on a tensor no module hook is handed, so only what autograd saves (a `saved_tensors_hooks`
+    measurement) shows it."""
+
+    def __call__(self, *args, **kwargs):
+        out = super().__call__(*args, **kwargs)
+        pads, i = _PADS[0], _FC.get(self)
+        if pads is None or i is None or not isinstance(out, torch.Tensor):
+            return out
+        return _padded(out, pads[1][i])
+
+
+# the block index of each padded MLP projection of the lesson's models
+_FC = weakref.WeakKeyDictionary()
 
 
 def _pad_blocks(model):
     for i, block in enumerate(model.blocks):
         block.register_forward_pre_hook(functools.partial(_pad_input, i))
+        if type(block.mlp.fc) is torch.nn.Linear:
+            block.mlp.fc.__class__ = _PaddedFC
+            _FC[block.mlp.fc] = i
     return model
 
 
@@ -164,7 +192,9 @@ def _tagged(tag, pads, inner=None):
     too: every block's input and the blocks' output (each saved by a LayerNorm) are copied into a
     storage longer by a drawn number of elements (`pads`: one per block, one before the head;
     `_pad_input`), so the honest bytes differ from the closed form in every saved block input:
-    only summing the storages autograd saved gives them."""
+    only summing the storages autograd saved gives them. Those pads are open to a module hook
+    (red team 25 read them off the blocks' inputs); the MLP's GELU input is padded too, out of every
+    module hook's reach (`_PaddedFC`)."""
     inner = inner or _plain_blocks
 
     def blocks_fn(blocks, x):
@@ -173,7 +203,7 @@ def _tagged(tag, pads, inner=None):
             h = inner(blocks, x * tag)
         finally:
             _PADS[0] = outer
-        return _padded(h, pads[-1]) if isinstance(h, torch.Tensor) else h
+        return _padded(h, pads[0][-1]) if isinstance(h, torch.Tensor) else h
 
     return blocks_fn
 
@@ -460,10 +490,13 @@ class Setup:
         _HOLDS[id(opt)] = opt.register_step_pre_hook(functools.partial(_holding, held, still)).id
 
     def pads(self, call, b, t):
-        """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy each
-        block's input and the blocks' output into (`_tagged`), one per block and one more."""
+        """The drawn extra elements of the storages call `call`'s forwards at (b, t) copy into
+        (`_tagged`): (each block's input and the blocks' output: one per block and one more;
+        each block's MLP projection whose output GELU saves, `_PaddedFC`: one per block)."""
         draw = random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/pads")
-        return [draw.randrange(1, 1 << 10) for _ in range(self.cfg.n_blocks + 1)]
+        n = self.cfg.n_blocks
+        return ([draw.randrange(1, 1 << 10) for _ in range(n + 1)],
+                [draw.randrange(1, 1 << 10) for _ in range(n)])
 
     def tag(self, call, b, t):
         """A fresh tag for the forwards of call `call` at shape (b, t): a (d_model,) view of ones
@@ -475,7 +508,7 @@ class Setup:
     def tag_bytes(self, call, b, t):
         """The bytes the grader's draws add to (b, t)'s honest activations: the tag's storage and
         the pads (float32 elements) beyond what each padded tensor itself needs."""
-        return 4 * (self.cfg.d_model + self._extra(call, b, t) + sum(self.pads(call, b, t)))
+        return 4 * (self.cfg.d_model + self._extra(call, b, t) + sum(map(sum, self.pads(call, b, t))))
 
     def again_batch(self):
         """The repeated Adam ledger's batch: drawn from the seed, shaped `again_shape`."""

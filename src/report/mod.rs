@@ -147,6 +147,22 @@ pub trait Exporter {
 }
 
 /// The default look: the brief table for people.
+/// Criteria that passed but whose points are withheld because a criterion they need
+/// (`requires:`) did not pass, each as `id (required, …)`.
+pub fn withheld(verdicts: &[Verdict]) -> Vec<String> {
+    let passed: std::collections::BTreeSet<&str> = verdicts
+        .iter()
+        .filter(|v| v.status == Status::Pass)
+        .map(|v| v.id.as_str())
+        .collect();
+    verdicts
+        .iter()
+        .filter(|v| v.status == Status::Pass && v.points > 0)
+        .filter(|v| v.requires.iter().any(|r| !passed.contains(r.as_str())))
+        .map(|v| format!("{} ({})", v.id, v.requires.join(", ")))
+        .collect()
+}
+
 pub fn exporter(format: Format, color: bool) -> Box<dyn Exporter> {
     exporter_with(format, color, false)
 }
