@@ -328,7 +328,7 @@ def _hold_last(optimizer, args, kwargs):
 _register_optimizer_step_pre_hook(_hold_last)
 
 
-def _stepped(ctx, call, b, t, optimizer, args, kwargs):
+def _stepped(ctx, call, b, t, tagged, optimizer, args, kwargs):
     """Step post-hook the grader registers on every optimizer it hands over, before the
     submission gets it (so it runs first, right as `optimizer.step()` returns): sends
     `opt_step {call, batch, seq_len, state}` in the probe's event trace, `call` and the shape
@@ -338,9 +338,26 @@ def _stepped(ctx, call, b, t, optimizer, args, kwargs):
     row's `optimizer_state` to that reading: a sweep that never steps, or state priced from the
     gradients (the parameter left out of the optimizer, `Setup.left_out`, makes that wrong), is
     no measurement."""
+    _tag_state(optimizer, tagged)
     state = int(_state_bytes(optimizer))
     _put_back(optimizer, args, kwargs)  # the drawn parameter's gradient back, as before the step
     ctx.event("opt_step", call=call, batch=int(b), seq_len=int(t), state=state)
+
+
+def _tag_state(optimizer, tagged):
+    """The grader's tag in the optimizer's state: `tagged` is (a weak reference to the parameter,
+    a number of float32 elements), both drawn per row (`Setup.state_tag`); once the step has made
+    that parameter's state, a tensor of that many ones joins it (`grader_tag`), on the parameter's
+    device. The optimizer's own keys are left as they are (Adam and SGD read only theirs), and
+    "Σ over every tensor in `optimizer.state`" counts it: state priced per key of
+    `optimizer.state` from the optimizer's formula (red team 25), or written before the step, does
+    not."""
+    if tagged is None:
+        return
+    p = tagged[0]()
+    st = optimizer.state.get(p) if p is not None else None
+    if isinstance(st, dict) and st and "grader_tag" not in st:
+        st["grader_tag"] = torch.ones(tagged[1], device=p.device)
 
 
 def _put_back(optimizer, args, kwargs):
@@ -465,19 +482,31 @@ class Setup:
         others = [i for i in range(len(self.param_numels)) if i not in (k, out, held)]
         return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/still").choice(others)
 
+    def state_tag(self, call, b, t):
+        """(the index of the parameter whose optimizer state gets the grader's tag, the tag's
+        float32 elements) of call `call`'s case at (b, t) (`_tag_state`): drawn per row, every
+        ledger's too, from the parameters the step gives state (never the dropped, the left-out or
+        the held one)."""
+        skip = (self.dropped(call, b, t), self.left_out(call, b, t), self.held(call, b, t))
+        draw = random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/state_tag")
+        k = draw.choice([i for i in range(len(self.param_numels)) if i not in skip])
+        return k, draw.randrange(1, 1 << 10)
+
     def dropped_bytes(self, call, b, t, optimizer):
         """(grad bytes, optimizer-state bytes) that row's draws take off the parameters' bytes: the
         dropped parameter has neither, the one left out of the optimizer and the one held during
-        the step have no state."""
+        the step have no state; the grader's tag in the state (`state_tag`) adds its bytes (so
+        the state's part is negative where nothing is taken off)."""
+        tag = 4 * self.state_tag(call, b, t)[1]
         k, out, held = self.dropped(call, b, t), self.left_out(call, b, t), self.held(call, b, t)
         if k is None:
-            return 0, 0
+            return 0, -tag
 
         def state(i):
             n = 4 * self.param_numels[i]
             return 2 * n + 4 if optimizer == "adam" else n
 
-        return 4 * self.param_numels[k], state(k) + state(out) + state(held)
+        return 4 * self.param_numels[k], state(k) + state(out) + state(held) - tag
 
     def hold(self, opt, model, call, b, t):
         """Registers `_holding` for the row's held and still parameters on `opt`, an optimizer
@@ -651,7 +680,9 @@ class Lesson:
         # every step of the handed-over optimizer is seen where it happens (red team 5): a row's
         # step is whole only with its optimizer's step after the loss's backward (`whole_steps`)
         self.setup.hold(opt, model, call, b, t)
-        opt.register_step_post_hook(functools.partial(_stepped, self.ctx, call, b, t))
+        k, n = self.setup.state_tag(call, b, t)
+        tagged = (weakref.ref(list(model.parameters())[k]), n)
+        opt.register_step_post_hook(functools.partial(_stepped, self.ctx, call, b, t, tagged))
         if isinstance(obs, Watched):
             obs.bind(model, batch)
         return {"model": model, "optimizer": opt, "batch": _clone_batch(batch), "device": self.device}
