@@ -150,7 +150,13 @@ fn rust_truths_equal_what_python_measured() {
     );
     for (trace, opt) in [("ledger.adam", "adam"), ("ledger.sgd", "sgd_momentum")] {
         let row = &obs.traces[trace][0];
-        assert_eq!(row.fields["params"], json!(param_bytes(&cfg).0));
+        // and the grader's own parameter in the case's model (`head.grader_tag`, drawn per row)
+        let grader = trace.replace("ledger.", "grader.");
+        let extra = obs.traces[&grader][0].fields["params_extra"]
+            .as_i64()
+            .unwrap();
+        assert!(extra > 0, "{trace}: no grader's parameter");
+        assert_eq!(row.fields["params"], json!(param_bytes(&cfg).0 + extra));
         assert_eq!(row.fields["grads"], json!(param_bytes(&cfg).0));
         // the state also holds the grader's tag (drawn per row: its bytes are the grader row's
         // negative `dropped_state`, nothing being taken off in the first ledgers)

@@ -345,6 +345,67 @@ fn recorded_solution_passes_every_criterion() {
     assert!(failing(&v).is_empty(), "{v:#?}");
 }
 
+/// Red team 26: every call of the compiled model is served by compiled code (a graph ran, no
+/// block ran as eager Python); one steady call run eagerly (dynamo past its recompile limit)
+/// fails compiled_first_call_slow, whose evidence names the step.
+#[test]
+fn a_compiled_call_served_by_eager_code_fails() {
+    let obs = L.recorded("solution");
+    let steps = obs.traces["real.compiled"]
+        .iter()
+        .filter(|e| e.e == "step_done")
+        .collect::<Vec<_>>();
+    assert!(!steps.is_empty());
+    assert!(
+        steps
+            .iter()
+            .all(|e| e.fields["served"] == serde_json::json!(true)),
+        "the solution's compiled calls are all served: {steps:?}"
+    );
+    let mut obs = obs;
+    let e = obs
+        .traces
+        .get_mut("real.compiled")
+        .unwrap()
+        .iter_mut()
+        .filter(|e| e.e == "step_done")
+        .nth(7)
+        .unwrap();
+    e.fields.insert("served".into(), serde_json::json!(false));
+    e.fields.insert("graphs".into(), serde_json::json!(0));
+    e.fields.insert("eager_blocks".into(), serde_json::json!(4));
+    let v = grade_obs(obs);
+    assert_eq!(failing(&v), ["compiled_first_call_slow"]);
+    assert!(
+        v["compiled_first_call_slow"].1.contains("served=false"),
+        "{:?}",
+        v["compiled_first_call_slow"].1
+    );
+}
+
+/// Red team 26: dynamo's settings a submission wrote (at import, or inside time_calls) are not
+/// the grader's: its compile and every call of the compiled model run under the settings as they
+/// were before the import, and the report names what was set aside.
+#[test]
+fn dynamo_settings_of_the_submission_never_reach_the_graders_compile() {
+    for (name, key) in [
+        ("redteam26_config_leak_dynamic", "assume_static_by_default"),
+        // `recompile_limit` and its older name `cache_size_limit` are one setting
+        ("redteam26_eager_steady_as_compiled", "_limit"),
+    ] {
+        let report = L.check().report(name);
+        let restored = report["evidence"]["metrics"]["real.dynamo_restored"].to_string();
+        assert!(restored.contains(key), "{name}: {restored}");
+    }
+    // the solution sets nothing: none restored (an empty list)
+    let solution = L.check().report("solution");
+    let restored = &solution["evidence"]["metrics"]["real.dynamo_restored"];
+    assert!(
+        restored.as_array().is_some_and(|a| a.is_empty()),
+        "{restored}"
+    );
+}
+
 #[test]
 fn recorded_starter_fails_what_expected_yaml_says() {
     let v = grade_obs(L.recorded("starter"));

@@ -77,6 +77,7 @@ def _number(x, what):
 
 def numbers(what, value):
     """A list of floats from what the submission returned, or ProbeFailed saying what it was."""
+    value = _lib.plain(value, what, ProbeFailed)
     if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
@@ -384,7 +385,8 @@ class Lesson:
             ctx.metric(f"{prefix}.samples", list(samples))
             ctx.metric(f"{prefix}.batch", batch)
             ctx.metric(f"{prefix}.seq_len", seq_len)
-        out = self.call("summarize()", summarize, list(samples), batch=batch, seq_len=seq_len)
+        out = ctx.lib.plain(self.call("summarize()", summarize, list(samples), batch=batch, seq_len=seq_len),
+                            "summarize()'s result", ProbeFailed)
         if not isinstance(out, dict):
             raise ProbeFailed(f"summarize() returned {type(out).__name__}; expected a dict with {', '.join(SUMMARY_KEYS)}")
         missing = [k for k in SUMMARY_KEYS if k not in out]

@@ -111,14 +111,17 @@ ProbeFailed = Exception  # replaced by the driver's class in run()
 
 
 def _fingerprint(x):
-    """What identifies an input handed to a step: shape, dtype, device and a digest of its bytes."""
+    """What identifies an input handed to a step: shape, strides (its memory layout), dtype,
+    device and a digest of its bytes. Equal values in another layout are another input (red team
+    25: the candidate timed on its own column-major copy of x, the warm-up on a transposed one:
+    the op takes another kernel path on another layout)."""
     if not isinstance(x, torch.Tensor):
         return f"not a tensor: {type(x).__name__}"
     # (a copy of the grader's, hashed in place: SHA-256 has the CPU's instructions, ~4x
     # blake2b's speed on a step's 0.5 MiB input, which two fingerprints per step pay)
     flat = x.detach().to("cpu", copy=True).contiguous().reshape(-1)
     raw = flat.view(torch.uint8).numpy() if flat.numel() else b""
-    return f"{tuple(x.shape)} {x.dtype} {x.device} {_sha256(raw).hexdigest()[:32]}"
+    return f"{tuple(x.shape)} {tuple(x.stride())} {x.dtype} {x.device} {_sha256(raw).hexdigest()[:32]}"
 
 
 ROLES = ("baseline", "candidate")
@@ -958,7 +961,7 @@ class Lesson:
         calls = [(run, int(k)) for run in profiles for k in self.ctx.params["k"]]
         random.Random(f"{_SECRET}/top_ops/order").shuffle(calls)
         for run, k in calls:
-            got = fn(profiles[run], k=k)
+            got = self.ctx.lib.plain(fn(profiles[run], k=k), f"top_ops(prof, k={k})'s result", ProbeFailed)
             if not isinstance(got, (list, tuple)):
                 raise ProbeFailed(f"top_ops(prof, k={k}) must return a list of dicts; got {type(got).__name__}")
             rows = []

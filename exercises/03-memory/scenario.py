@@ -253,13 +253,14 @@ class Watched(object):
         except (AttributeError, TypeError, ValueError):
             b, t = -1, -1  # not a (B, T) tensor: the forward fails on its own
         ptrs = frozenset(st.data_ptr() for st in ctx.lib.param_storages(model))
-        ctx.event("shape", batch=b, seq_len=t, case=bool(self.on_case(model, idx, targets)))
+        on_case = bool(self.on_case(model, idx, targets))
+        ctx.event("shape", batch=b, seq_len=t, case=on_case)
         if ctx.trace:  # which parameters this forward's saves leave out (`Lesson.watched_call`)
             self.params_at[id(ctx.trace[-1])] = ptrs
         tag = self.setup.tag(self.call, b, t)
         _drop_next(model, self.setup.dropped(self.call, b, t), self.base)
         out = self.base.forward(model, idx, targets, _tagged(tag, self.setup.pads(self.call, b, t), blocks_fn))
-        if self.first is None:
+        if self.first is None and on_case:  # the case's own step, not a copy's (red team 27)
             self.first = out
         return out  # model(idx) without targets: the observer takes the logits for the loss
 
@@ -342,6 +343,19 @@ def _stepped(ctx, call, b, t, tagged, optimizer, args, kwargs):
     state = int(_state_bytes(optimizer))
     _put_back(optimizer, args, kwargs)  # the drawn parameter's gradient back, as before the step
     ctx.event("opt_step", call=call, batch=int(b), seq_len=int(t), state=state)
+
+
+def _tag_params(lib, model, n):
+    """The grader's own parameter in a case's model: `head.grader_tag`, `n` float32 zeros (drawn
+    per row: `Setup.param_tag`), registered last, used by no forward (so it gets no gradient and no
+    optimizer state). "Σ over `model.parameters()`" counts it; the parameters' bytes worked out
+    from the model's config, or kept from another call, do not (red team 27: params priced from
+    `model.cfg` once and served from a cache to every later call)."""
+    p = torch.nn.Parameter(torch.zeros(n, device=next(model.parameters()).device))
+    # on the last module, so it is the last of `model.parameters()` (the draws index the others)
+    model.head.register_parameter("grader_tag", p)
+    lib.untrained(p)  # no step needs it to get a gradient
+    return model
 
 
 def _tag_state(optimizer, tagged):
@@ -482,6 +496,11 @@ class Setup:
         others = [i for i in range(len(self.param_numels)) if i not in (k, out, held)]
         return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/still").choice(others)
 
+    def param_tag(self, call, b, t):
+        """The float32 elements of the grader's own parameter in call `call`'s case at (b, t)
+        (`_tag_params`): drawn per row, from the process's secret."""
+        return random.Random(f"{_SECRET}/{call}/{int(b)}/{int(t)}/param_tag").randrange(1, 1 << 10)
+
     def state_tag(self, call, b, t):
         """(the index of the parameter whose optimizer state gets the grader's tag, the tag's
         float32 elements) of call `call`'s case at (b, t) (`_tag_state`): drawn per row, every
@@ -592,6 +611,7 @@ def _grader_ledger(setup, name, batch, call):
     model.load_state_dict(setup.weights, strict=True)
     model = _drop_hooks(_pad_blocks(model.to(setup.device).train()))
     b, t = (int(n) for n in batch["idx"].shape)
+    _tag_params(setup.ctx.lib, model, setup.param_tag(call, b, t))
     opt = setup.optimizer(name, model, setup.left_out(call, b, t))
     setup.hold(opt, model, call, b, t)
     opt.register_step_post_hook(_put_back)
@@ -612,6 +632,8 @@ def _grader_ledger(setup, name, batch, call):
         peak = _max_allocated()
     return {"e": "ledger", "batch": b, "seq_len": t, "optimizer": name,
             "activations": int(activations), "tag": setup.tag_bytes(call, b, t), "peak": peak,
+            # the grader's own parameter in the model (`_tag_params`): its bytes join the params'
+            "params_extra": 4 * setup.param_tag(call, b, t),
             # what the row's parameter without a gradient takes off the grads and optimizer state
             # the grader computes from the model's shape (Rust, `ledger.rs`)
             **dict(zip(("dropped_grad", "dropped_state"), setup.dropped_bytes(call, b, t, name)))}
@@ -676,6 +698,7 @@ class Lesson:
             batch = self.batch
         b, t = (int(n) for n in batch["idx"].shape)
         call = obs.call if isinstance(obs, Watched) else None
+        _tag_params(self.ctx.lib, model, self.setup.param_tag(call, b, t))
         opt = self.setup.optimizer(name, model, self.setup.left_out(call, b, t))
         # every step of the handed-over optimizer is seen where it happens (red team 5): a row's
         # step is whole only with its optimizer's step after the loss's backward (`whole_steps`)
@@ -716,7 +739,7 @@ class Lesson:
             ctx.observe_saves = False
             seen = {}
             params = lambda shape: watched.params_at.get(id(shape), frozenset())  # noqa: E731
-            for fwd, nbytes in ctx.lib.hooked_forwards(list(ctx.trace[start:]), params):
+            for fwd, nbytes in ctx.lib.hooked_forwards(list(ctx.trace[start:]), params, sized=True):
                 at = fwd.get("shape") or {}
                 # a whole forward with autograd recording its layers (`recorded`: not blocks run
                 # under `no_grad` beside a tensor of the wanted size, red team 9 in lesson 04)
@@ -739,6 +762,7 @@ class Lesson:
     def entries(self, got, what):
         """The entries of one returned ledger, each on its own: an entry that is missing or not a
         number becomes `<entry>_error` (only the criteria that compare that entry fail)."""
+        got = self.ctx.lib.plain(got, what, ProbeFailed)
         if not isinstance(got, dict):
             raise ProbeFailed(f"{what} returned {type(got).__name__}; expected a dict with keys "
                               + ", ".join(ENTRIES + ("peak",)))
@@ -810,6 +834,8 @@ class Lesson:
         for pname, g in grads.items() if run == 1 else ():
             ctx.save_tensor(f"ledger/{label}/grad/{pname}", g)
         for pname, p in model.named_parameters() if run == 1 else ():  # one optimizer step?
+            if pname.endswith("grader_tag"):  # the grader's own, used by no forward: no reference's
+                continue
             w0 = self.setup.weights[pname].to(torch.float64)
             ctx.save_tensor(f"ledger/{label}/update/{pname}", p.detach().to("cpu", torch.float64) - w0)
         row = self.row(ref, name, self.entries(got, "memory_ledger(...)"))
@@ -836,6 +862,7 @@ class Lesson:
         self.ctx.event("call", call="sweep.student")
         got = self.watched_call(self.sweep_seen, sweep, self.make_case, batches=list(grid["batches"]),
                                 seq_lens=list(grid["seq_lens"]))
+        got = self.ctx.lib.plain(got, "sweep(...)'s result", ProbeFailed)
         if not isinstance(got, (list, tuple)):
             raise ProbeFailed(f"sweep(...) returned {type(got).__name__}; expected a list of dicts")
         number = self.ctx.lib.number
@@ -852,7 +879,7 @@ class Lesson:
         self.ctx.traces["sweep.student"] = rows
 
     def growth(self):
-        growth = getattr(self.ctx.sub, "GROWTH", None)
+        growth = self.ctx.lib.plain(getattr(self.ctx.sub, "GROWTH", None), "GROWTH", ProbeFailed)
         if not isinstance(growth, dict):
             raise ProbeFailed(f"GROWTH is {type(growth).__name__}; expected a dict "
                               "{'batch': ..., 'seq_len': ...}")

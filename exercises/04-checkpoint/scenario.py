@@ -325,6 +325,7 @@ class Lesson:
                 ctx.trace = None
                 ctx.traces[f"compare.{run}"] = trace
                 self.observer.batch = self.batch
+            result = ctx.lib.plain(result, "compare()'s result", ProbeFailed)
             # the parameters' addresses then and now: one that moved during the call (a storage
             # grown with `resize_`) freed an address a later save may have taken (`saved_bytes`)
             params &= {st.data_ptr() for st in ctx.lib.param_storages(model)}

@@ -82,7 +82,7 @@ _course_model.Block.forward = _counting_block_forward
 # grader passed (its own copy), the model's weights as the grader holds them (its own copy of the
 # model handed over, by shape), and one entry per graph execution. Nothing here records an event:
 # the probe judges the entries after `f` returns and sends the `call` event itself.
-_SERVE = {"call": None}
+_SERVE = {"call": None, "runs": 0}
 _OutputGraph = _output_graph.OutputGraph
 _call_user_compiler = _OutputGraph.call_user_compiler
 _equal = torch.equal
@@ -102,6 +102,30 @@ from torch._dynamo.backends.registry import lookup_backend as _lookup_backend  #
 from torch._dynamo.repro.after_dynamo import WrapBackendDebug as _WrapBackendDebug  # noqa: E402
 
 KNOWN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs")
+
+# dynamo's settings a submission may write (exercise.yaml `writable:`), as they were before the
+# import: the real probe's compiled model is the grader's `torch.compile(model)` compiled under
+# these, whatever the submission set for compile_for_shapes (red team 26: dynamic shapes set at
+# import made the grader's own compile another workload, 6 s instead of 1-2)
+_DYNAMO_KEYS = ("automatic_dynamic_shapes", "assume_static_by_default", "cache_size_limit", "recompile_limit",
+                "accumulated_cache_size_limit", "accumulated_recompile_limit", "force_parameter_static_shapes")
+_DYNAMO_DEFAULTS = {k: getattr(_dynamo_config, k) for k in _DYNAMO_KEYS if hasattr(_dynamo_config, k)}
+
+
+def _dynamo_settings():
+    return {k: getattr(_dynamo_config, k) for k in _DYNAMO_DEFAULTS}
+
+
+def _dynamo_as_before(theirs, restored):
+    """dynamo's writable settings back to `_DYNAMO_DEFAULTS` where the submission changed them
+    (each kept in `theirs`, to give back after the grader's calls; its name added to `restored`).
+    A few attribute reads."""
+    for k, v in _DYNAMO_DEFAULTS.items():
+        now = getattr(_dynamo_config, k)
+        if now != v:
+            theirs[k] = now
+            restored.add(k)
+            setattr(_dynamo_config, k, v)
 _BACKEND_FNS = {}
 for _name in KNOWN_BACKENDS:
     try:
@@ -279,6 +303,7 @@ def _served_by_graph(compiled, graph):
     def compiled_graph(*args):
         call = _SERVE["call"]
         if call is None:
+            _SERVE["runs"] += 1  # a run outside `shapes` (the real probe's calls): counted only
             return compiled(*args)
         try:
             with _DisableTorchFunction():
@@ -498,6 +523,7 @@ class Lesson:
         """`(first_s, steady_s)` from time_calls()'s result (any real number type, README), or
         ProbeFailed saying what came back."""
         number = self.ctx.lib.number
+        result = self.ctx.lib.plain(result, f"{what}'s result", ProbeFailed)
         if not isinstance(result, dict) or "first_s" not in result or "steady_s" not in result:
             got = f"a dict with keys {sorted(map(str, result))}" if isinstance(result, dict) else type(result).__name__
             raise ProbeFailed(f"{what} must return {{'first_s': float, 'steady_s': [float, ...]}}; got {got}")
@@ -663,13 +689,27 @@ class Lesson:
                 made[0] += 1
                 if k == 0:  # graphs compiled before the first call (`real.compiles_before`)
                     self.compiles_at_first = _COMPILES["n"]
+                if compiled:
+                    _dynamo_as_before(theirs, restored)
                 ctx.event("step", id=k, inputs={"idx": _fed(x, batch)})
+                runs, blocks = _SERVE["runs"], _EAGER["runs"]
+                _EAGER["on"] = compiled
                 t0 = ctx.clock()
-                with torch.no_grad():
-                    out = m(x)
-                self.sync()
+                try:
+                    with torch.no_grad():
+                        out = m(x)
+                    self.sync()
+                finally:
+                    _EAGER["on"] = False
                 took = ctx.clock() - t0
-                ctx.event("step_done", id=k, grader_s=took)
+                # the compiled model's call was served by compiled code: a graph ran, no block ran
+                # as eager Python (red team 26: the recompile limit at 1 and the batch handed in
+                # another layout, dynamo ran the model eagerly, unsaid, in every steady call)
+                served = {}
+                if compiled:
+                    graphs, eager = _SERVE["runs"] - runs, _EAGER["runs"] - blocks
+                    served = {"served": graphs > 0 and eager == 0, "graphs": graphs, "eager_blocks": eager}
+                ctx.event("step_done", id=k, grader_s=took, **served)
                 if k == 0:
                     ctx.metric(f"real.{name}.grader_first_s", took)
                 with _DisableTorchFunction():
@@ -683,6 +723,9 @@ class Lesson:
                 ctx.event("sync")
                 self.sync()
 
+        compiled = name == "compiled"
+        theirs = _dynamo_settings()  # given back after the calls (compile_for_shapes' settings)
+        restored = set()
         ctx.trace = trace = []
         # every call of fn must run the model to its end (red team 15: calls made from the bottom
         # of a deep recursion entered fn, were counted, and died in the model's forward, so only
@@ -695,6 +738,10 @@ class Lesson:
             ctx.trace = None
             ctx.traces[f"real.{name}"] = trace
             ctx.metric(f"real.{name}.calls_made", made[0])
+            for k, v in theirs.items() if compiled else ():
+                setattr(_dynamo_config, k, v)
+            if compiled:  # the settings of the submission's the grader's calls ran without
+                ctx.metric("real.dynamo_restored", sorted(restored))
         if finished[0] != entered[0]:
             raise ProbeFailed(f"time_calls({name} model, ...): {entered[0] - finished[0]} of its "
                               f"{entered[0]} calls of fn did not run to the end (each must run the model)")

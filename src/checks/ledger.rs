@@ -201,7 +201,9 @@ fn at(row: &Event) -> String {
 fn expected(env: &Env, truth: &Event, entry: &str) -> Result<i64, String> {
     let cfg = &env.exercise.model;
     match entry {
-        "params" => Ok(param_bytes(cfg).0),
+        // and the grader's own parameter in the case's model (lesson 03: `params_extra`, drawn
+        // per row; used by no forward, so it has no gradient and no state)
+        "params" => Ok(param_bytes(cfg).0 + int(truth, "params_extra").unwrap_or(0)),
         // less what the row's drawn parameter without a gradient does not have (lesson 03: the
         // repeated ledger and the sweep; 0 where no parameter was drawn)
         "grads" => Ok(param_bytes(cfg).0 - int(truth, "dropped_grad").unwrap_or(0)),
@@ -365,11 +367,11 @@ pub fn evaluate(spec: &LedgerSpec, env: &Env) -> Outcome {
                     if !seen_it {
                         let g = fmt_num(got.unwrap_or(0) as f64);
                         bad_zh.push(format!(
-                            "{a_name} {} activations：{g}，但在返回它的调用中，没有哪次该形状的完整前向把这些字节交给你的 saved_tensors_hooks（只有测出来的数才算）",
+                            "{a_name} {} activations：{g}，但在返回它的调用中，没有哪次该形状的完整前向把这些字节交给你的 saved_tensors_hooks、并由你的代码逐个读出每个 storage 的大小（`untyped_storage().nbytes()`；只有测出来的数才算）",
                             at(t)
                         ));
                         bad_en.push(format!(
-                            "{a_name} {} activations: {g}, but no whole forward at that shape in the call that returned it handed those bytes to your saved_tensors_hooks (only a measured number counts)",
+                            "{a_name} {} activations: {g}, but no whole forward at that shape in the call that returned it handed those bytes to your saved_tensors_hooks with your code reading each storage's size (`untyped_storage().nbytes()`; only a measured number counts)",
                             at(t)
                         ));
                         first_bad.get_or_insert((got.unwrap_or(0), want));

@@ -238,17 +238,25 @@ def _from_submission(depth=2):
         return False
 
 
+def _past(name):
+    """A frame `_from_submission_past_torch` looks past: torch's, the grader's own modules' (its
+    wrappers of torch's functions) and code generated at run time."""
+    return name.startswith(_TORCH_DIR) or name.startswith("<") or name in _INTERNAL_FILES
+
+
 def _from_submission_past_torch(depth=2):
     """As `_from_submission`, past torch's own frames first (as lib.HostReads attributes a
     read-back): a counted call the submission makes through a torch wrapper
     (`torch.no_grad()(torch.cuda.empty_cache)()`) is still its own. For what hiding would help a
     submission (a call counted against it); clocks keep the plain rule (torch's own clock reads,
-    dynamo timing its compile, are nobody's)."""
+    dynamo timing its compile, are nobody's). Past the grader's own wrappers of torch's functions
+    too (the counting `checkpoint`, the `torch._dynamo` stand-in) and code generated at run time:
+    red team 26 slept inside `checkpoint(time.sleep, 0.03)`, whose frames run through both."""
     try:
         f = sys._getframe(depth)
     except ValueError:
         return False
-    while f is not None and f.f_code.co_filename.startswith(_TORCH_DIR):
+    while f is not None and _past(f.f_code.co_filename):
         f = f.f_back
     return f is not None and attributed(f) is not None
 

@@ -118,6 +118,7 @@ def _instrument(ctx):
     cp_mod.checkpoint = counting_checkpoint
 
     observed_hooks = _install_saved_hooks(ctx, torch)
+    sizes = _install_storage_sizes(ctx, torch)
     counting_empty_cache = _install_empty_cache(ctx, torch)
     _install_clocks(ctx)
     sleep = _install_sleep(ctx)
@@ -153,6 +154,7 @@ def _instrument(ctx):
         watched[f"time.{name}"] = (lambda n=name: getattr(time, n), getattr(time, name))
     watched["timeit.default_timer"] = (lambda: timeit.default_timer, timeit.default_timer)
     watched["time.sleep"] = (lambda: time.sleep, sleep)
+    watched.update(sizes)
     watched.update(threads)
     watched["ctx.clock"] = (lambda: ctx.clock, _perf_counter)
     watched["ctx.cost_clock"] = (lambda: ctx.cost_clock, ctx.cost_clock)
@@ -237,6 +239,40 @@ def _install_saved_hooks(ctx, torch):
     return saved_tensors_hooks
 
 
+def _install_storage_sizes(ctx, torch):
+    """A storage's size, read by the submission (`UntypedStorage.nbytes()`, `.size()`, `len()`)
+    while a scenario sets `ctx.observe_saves`: a `sized {p}` event (the storage's `data_ptr`) in
+    the active trace. Lesson 03 believes a row's activations only when the submission sized every
+    storage its saved-tensors hooks were handed in that forward (`lib.hooked_forwards`, `sized`):
+    a number is the work of the call that reports it (red team 27: an identity pack hook that
+    summed nothing, the closed form plus the slack of the few storages the grader pads, passed
+    because the grader's own sum of what the hooks were handed was taken for the submission's).
+    Returns the watched entries (name -> (now, installed))."""
+    U = torch.UntypedStorage
+    ptr = torch._C.StorageBase.data_ptr  # the real one: what the storage is, whatever it says
+    watched = {}
+    for name in ("nbytes", "size", "__len__"):
+        real = getattr(U, name)
+
+        def sized(self, *args, _real=real):
+            # the submission's own read (its frame, through standard-library helpers at most):
+            # not the grader's (its pack wrapper sizes every save), not torch's for itself
+            if ctx.observe_saves and ctx.trace is not None and _from_submission():
+                try:
+                    ctx.event("sized", p=ptr(self))
+                except (RuntimeError, NotImplementedError, TypeError):
+                    pass
+            return _real(self, *args)
+
+        sized.__name__ = getattr(real, "__name__", name)
+        sized.__doc__ = getattr(real, "__doc__", None)
+        sized.__wrapped__ = real
+        _entry(sized)
+        setattr(U, name, sized)
+        watched[f"torch.UntypedStorage.{name}"] = (lambda n=name: getattr(U, n), sized)
+    return watched
+
+
 # The clocks a submission may time with: name -> (family, nanoseconds?). Reads of one family pair
 # up into windows; `_ns` reads keep their integer value so durations are rebuilt exactly.
 CLOCKS = {
@@ -279,8 +315,7 @@ def _install_clocks(ctx):
                 # compared with (`call` events)
                 c = ctx.cost_clock() if stamped else None
                 if mine and ctx.virtual_now is not None:
-                    secs = float(ctx.virtual_now())
-                    value = int(round(secs * 1e9)) if _ns else secs
+                    value = ctx.virtual_now(_family, _ns)
                 else:
                     value = _real()
                 if c is not None:
@@ -315,11 +350,12 @@ def _install_sleep(ctx):
     """`time.sleep`, said: a sleep the submission makes while a trace is active is a `sleep {s}`
     event there, so a timed window that holds one is known to hold time that was no work (Rust
     never excuses such a window as a stall of the machine: red team 18 slept 40 ms in one window
-    of 36). Returns the wrapper."""
+    of 36). A sleep torch makes on the submission's behalf is the submission's too (past torch's
+    frames: red team 26 slept inside `checkpoint(time.sleep, 0.03)`, unseen). Returns the wrapper."""
     real = time.sleep
 
     def sleep(secs):
-        if ctx.trace is not None and _from_submission():
+        if ctx.trace is not None and _from_submission_past_torch():
             ctx.event("sleep", s=float(secs) if isinstance(secs, (int, float)) else None)
         return real(secs)
 

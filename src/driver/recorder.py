@@ -225,7 +225,7 @@ class Ctx:
         self.observe_saves = False
         self.current_probe = None  # the probe running now (names `forwards.<probe>` traces)
         self.lib = None  # grade_lib (src/driver/lib/): instruments the scenarios share
-        self.virtual_now = None  # set by a scenario: the submission's clocks then read this (seconds)
+        self.virtual_now = None  # set by a scenario: (family, ns) -> what the submission's clocks then read
         self.ProbeFailed = ProbeFailed
         self.attributed = attributed  # the attribution rule, for grade_lib's instruments
         self.watch = None  # _Watch, from just before the submission is imported

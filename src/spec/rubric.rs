@@ -842,8 +842,8 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                     // lesson 06 adds its read-back instrument's events (grade_lib HostReads, its
                     // `autograd` too), the model's `forward {grad}` and count_syncs()'s `call`;
                     // lesson 05's dynamo watch `graph` and `graph_break` (and its own `call`);
-                    // lesson 03 `empty_cache`
-                    const KINDS: [&str; 14] = [
+                    // lesson 03 `empty_cache` and `shape` (a forward's case)
+                    const KINDS: [&str; 15] = [
                         "ckpt",
                         "sync",
                         "timer",
@@ -858,6 +858,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                         "graph_break",
                         "call",
                         "empty_cache",
+                        "shape",
                     ];
                     if !KINDS.contains(&kind.as_str()) {
                         return Err(format!(

@@ -3,7 +3,8 @@
 Embedded in the `grade` binary next to driver.py and loaded as the package `grade_lib`, one module
 per concern; this file re-exports what scenarios use (`ctx.lib.X`) and names the entry points:
 
-- `reported`  `number()`: a reported value read as a number
+- `reported`  `number()`: a reported value read as a number; `plain()`: a call's result read
+              with none of the submission's code running
 - `memory`    bytes a forward saves or keeps (`saved_bytes`, `kept_bytes`, `hooked_forwards`)
 - `steps`     the observed model: a training step is what ran (`StepObserver`, `observed_model`)
 - `simdevice` an asynchronous device on an exact virtual clock (`SimDevice`)
@@ -37,9 +38,9 @@ from .memory import SAVES_SINKS, hooked_forwards, kept_bytes, param_storages, sa
 from .reads import (DISPATCH, FACTORIES, READBACKS, HostReads, _Alive, _Unseen, _engine_run_watched,
                     _frombuffer_watched, _from_numpy_watched, _storage_from_file_watched, graph_steps, graphs_steps,
                     step_marks)
-from .reported import NotANumber, number
+from .reported import NotANumber, NotPlain, number, plain
 from .simdevice import TICK, SimDevice, ticks
-from .steps import _LAYER_FORWARD, ObservedTinyGPT, StepObserver, label, observed_model
+from .steps import _LAYER_FORWARD, ObservedTinyGPT, StepObserver, label, observed_model, untrained
 
 # What torch or the submission may call directly (driver.py's `_forged`): the observed model's
 # forward (the submission calls `model(...)`, or `model.forward(...)`), a simulated device's

@@ -256,7 +256,7 @@ def kept_bytes(model, fn, params):
     return out, sum(alive.values()) + exported.bytes + heap + grown
 
 
-def hooked_forwards(trace, params):
+def hooked_forwards(trace, params, sized=False):
     """Every forward of an observed model in `trace` and the bytes the submission's saved-tensors
     hooks were handed in it (the driver's observed `saved_tensors_hooks`, while the scenario sets
     `ctx.observe_saves`: `hooks {h}` when an entry is entered, `saved {h, p, n}` per save), shared
@@ -271,7 +271,13 @@ def hooked_forwards(trace, params):
     ONE hooks' entry entered before the forward began; else None: saves split between two entries
     (identity hooks on top taking the model's saves while the measuring ones are handed a tensor
     of a size worked out elsewhere: red team 6), or handed to hooks entered inside the forward (a
-    tensor shown to them there: red team 5), measure nothing."""
+    tensor shown to them there: red team 5), measure nothing. With `sized` (lesson 03), also None
+    unless the submission's own code read the size of every one of those storages somewhere in
+    `trace` (`sized {p}` events: `UntypedStorage.nbytes()`, `.size()`, `len()`): an identity pack
+    hook is handed everything and sizes nothing, and the grader's sum of what it was handed is no
+    measurement of the submission's (red team 27: the closed form plus the slack of the few
+    storages the grader pads)."""
+    witnessed = {ev.get("p") for ev in trace if ev.get("e") == "sized"} if sized else None
     entered = set()  # hooks' entries entered so far (`hooks {h}` events)
     running = []  # forwards running now: [step event, shape, {h: {p: n}}, entries before it, excluded]
     last = None  # the forward that ended last, still collecting saves until the next one starts
@@ -281,7 +287,10 @@ def hooked_forwards(trace, params):
         step, at, hooks, before, _ = window
         forward = dict(end, grad=bool(step.get("grad")), shape=at)
         if len(hooks) == 1 and next(iter(hooks)) in before:
-            return forward, sum(next(iter(hooks.values())).values())
+            handed = next(iter(hooks.values()))
+            if witnessed is not None and not witnessed.issuperset(handed):
+                return forward, None
+            return forward, sum(handed.values())
         return forward, None
 
     for ev in trace:

@@ -569,6 +569,7 @@ class HostReads(_TorchFunctionMode):
         self._crossed_last = None
         self._host = _HOST  # CPU runs: host memory, shared by every counter (see `_HOST`)
         self._made = {}  # line -> constants derived from constants there, in this call
+        self._filled = {}  # line -> the storage a whole-tensor fill there made a constant last
         self._below = None
 
     def __enter__(self):
@@ -997,6 +998,17 @@ class HostReads(_TorchFunctionMode):
             t is dest or _known(table, _storage(t)) for t in tensors
         ):
             _note(table, dest)  # its values are Python's now (`buf.fill_(n)`): a constant
+            # ... filled with a value again by the same line on another storage (a fresh tensor
+            # filled each step: red team 27's `loss.detach().clone().fill_(n)`) is a constant made
+            # in the loop; an accumulator reset to zero (`zero_()` every log window, on a sum
+            # rebound each step too: careful_rebound_detached_sum) is not
+            d, last = _storage(dest), self._filled.get(line)
+            if d is not None and line is not None and name == "fill_":
+                if last is None or last.expired() or last.cdata != d._cdata:
+                    n = self._made[line] = self._made.get(line, 0) + 1
+                    if n > 1:
+                        self._record("factory", {"op": name, "line": line})
+                self._filled[line] = _StorageWeakRef(d)
             return
         if not tensors or not table or not self.direct:
             return
@@ -1032,10 +1044,13 @@ class HostReads(_TorchFunctionMode):
         not: host memory, a constant (its values came from Python), a template of a shape or
         dtype only (`_TEMPLATES`), the data a factory copies (`x.new_tensor(y)`: y's values as
         a tensor of y's shape, a factory), the result itself or memory of its own
-        (`x.contiguous()`, `x.data`: the same data, handed on)."""
+        (`x.contiguous()`, `x.data`: the same data, handed on), nor an attribute read or set
+        (`_ATTRIBUTES`: `p.grad` hands over the parameter's gradient, its own memory, without
+        reading a value of `p`; red team 27 found an honest on-device gradient-norm log
+        counted as a read-back of every parameter)."""
         seen = self._seen_last
         outs = _tensors(out)
-        if seen is None or not outs:
+        if seen is None or not outs or name in _ATTRIBUTES:
             return None
         for t in tensors:
             if id(t) in seen or name in _TEMPLATES or name in FACTORIES or self.host(t):

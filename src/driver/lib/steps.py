@@ -27,6 +27,19 @@ def label(t, reference, sized=False):
     return "other"
 
 
+# Parameters a lesson adds to a model for itself that no forward uses (lesson 03's `grader_tag`,
+# counted in the parameters' bytes): no backward gives them a gradient, and none has to. By id
+# (a tensor's `==` is elementwise), each forgotten when its parameter is freed.
+UNTRAINED = set()
+
+
+def untrained(p):
+    """`p` joins `UNTRAINED`; returns it."""
+    UNTRAINED.add(id(p))
+    _weakref.finalize(p, UNTRAINED.discard, id(p))
+    return p
+
+
 class StepObserver:
     """Turns forwards of `ObservedTinyGPT` into step events (see the module docstring).
 
@@ -276,7 +289,7 @@ class StepObserver:
             rec["in_ckpt"] = in_ckpt  # layers that ran inside any checkpoint
             rec["covered"] = covered  # ... and whose saves went to that checkpoint
         if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
-            params = list(model.parameters())
+            params = [p for p in model.parameters() if id(p) not in UNTRAINED]
 
             def through_loss(g, state=state, rec=rec, params=params, targets=targets):
                 self.loss_tasks.append(_graph_task_id())  # every backward from a model's loss
