@@ -689,7 +689,10 @@ class Lesson:
                 made[0] += 1
                 if k == 0:  # graphs compiled before the first call (`real.compiles_before`)
                     self.compiles_at_first = _COMPILES["n"]
-                if compiled:
+                # before the first call, which compiles (12 µs of attribute reads: not in every
+                # steady window); a setting changed later reaches only a recompile, and a call
+                # dynamo then ran eagerly is not served (below)
+                if compiled and k == 0:
                     _dynamo_as_before(theirs, restored)
                 ctx.event("step", id=k, inputs={"idx": _fed(x, batch)})
                 runs, blocks = _SERVE["runs"], _EAGER["runs"]

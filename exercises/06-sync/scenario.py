@@ -296,32 +296,61 @@ class Lesson:
         self.train_runs("train")
 
     def generate(self):
+        """generate() twice, each call watched the same way (its read-backs, constants, forwards
+        and grad mode in `host.generate` / `host.generate.fresh`): on the seed's prompt, whose
+        tokens Rust decodes with libtorch (`reference/greedy`), then on a prompt drawn from
+        os.urandom as the call starts, whose tokens the grader decodes itself first, greedily, with
+        the plain model (`grader/fresh`). Red team 27 decoded every rotation of the train batch in
+        an earlier call and returned cached tokens looked up by the prompt: the second prompt is
+        in no batch and known to no earlier call."""
         ctx = self.ctx
         T = int(ctx.model_cfg["seq_len"])
         prompt_len, steps = T // 4, T // 2  # the reference decodes the same (src/reference/)
-        prompt = self.idx[:1, :prompt_len].clone()
         generate = self.need("generate")
-        model = self.model()
         # what generate() is held to, sent before it runs: the read-back bytes allowed (the new
         # tokens' bytes × the allowance) and the forwards due (one per new token, no cache);
         # the reads and forwards themselves are events sent as they happen, totalled in Rust
         ctx.metric("generate.token_bytes", steps * 8)
         ctx.metric("generate.max_d2h_bytes", steps * 8 * ctx.params["generate_max_bytes_per_token"])
         ctx.metric("generate.forwards_due", steps)
+        self.generate_call(generate, "host.generate", self.idx[:1, :prompt_len].clone(), steps, "decode/submission")
+        vocab = int(ctx.model_cfg["vocab"])
+        g = torch.Generator().manual_seed(_draw(2**62))
+        fresh = torch.randint(0, vocab, (1, prompt_len), generator=g, dtype=self.idx.dtype).to(self.device)
+        ctx.save_tensor("grader/fresh/tokens", self.greedy(fresh, steps))
+        self.generate_call(generate, "host.generate.fresh", fresh, steps, "decode/fresh")
+
+    def greedy(self, prompt, steps):
+        """The grader's own greedy decode of `steps` tokens after `prompt`, with the plain model
+        (the reference's loop: a whole forward per token, the last position's argmax)."""
+        model = self.model().eval()
+        out = prompt
+        with torch.no_grad():
+            for _ in range(steps):
+                logits, _ = model(out)
+                out = torch.cat([out, logits[:, -1, :].argmax(dim=-1, keepdim=True)], dim=1)
+        return out[0, prompt.shape[1]:].to("cpu", torch.int64)
+
+    def generate_call(self, generate, stream, prompt, steps, name):
+        """One call of generate() on a fresh model, watched into `stream`; its tokens saved as
+        `name/tokens`."""
+        ctx = self.ctx
+        model = self.model()
         hook = model.register_forward_hook(lambda m, a, o: ctx.event("forward", grad=bool(_is_grad_enabled())))
         # the counter also sends `autograd {op}` for the first result autograd recorded while
         # generate() ran (what the forward did, not how grad mode looked to the hook above)
-        tokens, counter = self.observed("host.generate", "generate", lambda: generate(model, prompt.clone(), steps=steps),
+        tokens, counter = self.observed(stream, "generate", lambda: generate(model, prompt.clone(), steps=steps),
                                         autograd=True)
         hook.remove()
-        self.record_counts("generate", counter)  # shown only
+        if stream == "host.generate":
+            self.record_counts("generate", counter)  # shown only
         if type(tokens) not in (list, tuple) or not all(_scalar(ctx, v, integral=True) for v in tokens):
             raise ProbeFailed(
                 f"generate() must return a list of Python ints; got {type(tokens).__name__}"
                 + (f" of {sorted({type(v).__name__ for v in tokens})}" if type(tokens) in (list, tuple) else "")
             )
         values = [ctx.lib.number(v, integral=True) for v in tokens]
-        ctx.save_tensor("decode/submission/tokens", torch.tensor(values, dtype=torch.int64))
+        ctx.save_tensor(f"{name}/tokens", torch.tensor(values, dtype=torch.int64))
 
     def timing(self):
         """Baseline and submission train() in adjacent pairs (the order alternating), one log
@@ -381,7 +410,10 @@ class Lesson:
             counter = self.counter(who, marks, tag={"who": who, "call": k})
             try:
                 self.sync()
-                with counter:
+                # both sides under the same logging: torch's step loggers at their levels from
+                # before the submission existed (red team 27: a handler of the submission's on
+                # `torch.autograd.graph` burnt CPU in the baseline's backwards only)
+                with counter, self.ctx.lib.loggers_as_before():
                     t0 = clock()
                     logged = fns[who](model, batches, opt, log_every=log_every)
                     self.sync()

@@ -33,7 +33,7 @@ per concern; this file re-exports what scenarios use (`ctx.lib.X`) and names the
   (checkpoint calls, autograd on/off, the checkpointing flag when the grader set it), so rules such
   as "one checkpoint per block in every forward where autograd records" hold in every probe.
 """
-from .integrity import Lease, global_state, handed, leftover_state, sealed
+from .integrity import Lease, global_state, handed, leftover_state, loggers_as_before, sealed
 from .memory import SAVES_SINKS, hooked_forwards, kept_bytes, param_storages, saved_bytes
 from .reads import (DISPATCH, FACTORIES, READBACKS, HostReads, _Alive, _Unseen, _engine_run_watched,
                     _frombuffer_watched, _from_numpy_watched, _storage_from_file_watched, graph_steps, graphs_steps,
