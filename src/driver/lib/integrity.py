@@ -170,7 +170,7 @@ def leftover_state(baseline=None):
 
 class loggers_as_before:
     """The loggers torch consults in a step (`_STEP_LOGGERS`) at the levels they had before the
-    submission existed, for a `with` block, put back after: what `sealed` does to them, alone.
+    submission existed, for a `with` block, put back after (`sealed` does this too, through it).
     For calls timed against each other (lesson 06: the baseline's train() and the submission's,
     in pairs), each side runs under the same logging, not one under the submission's handlers
     (red team 27: a handler on `torch.autograd.graph` that burnt CPU in every backward of the
@@ -187,6 +187,11 @@ class loggers_as_before:
         if self._levels:
             _logging.Logger.manager._clear_cache()
         return self
+
+    @property
+    def changed(self):
+        """Did it set a level aside (the submission had changed one)?"""
+        return bool(self._levels)
 
     def __exit__(self, *exc):
         for lg, level in self._levels:
@@ -264,13 +269,7 @@ class sealed:
         # logging: the loggers torch consults in a step (`_STEP_LOGGERS`) are at the levels they
         # had before the submission existed, so torch attaches no logging hooks (and no handler or
         # filter of the submission's behind them) to the step's backward (red team 19)
-        self._levels = []
-        for lg, base in zip(_STEP_LOGGERS, _LOG_LEVELS):
-            if lg.level != base:
-                self._levels.append((lg, lg.level))
-                lg.level = base
-        if self._levels:
-            _logging.Logger.manager._clear_cache()
+        self._levels = loggers_as_before().__enter__()
         # TorchFunctionModes the submission pushed around the call (`with torch.device(...)`, a
         # mode of its own: each one a Python call in every torch call of the body; red team 11:
         # sixteen nested device contexts around the eager calls only, their time booked as the
@@ -288,7 +287,7 @@ class sealed:
         """Did this seal set aside anything the submission put around the call (another thread
         count, a switch, a global module hook, a logger level, a TorchFunctionMode)? Its seconds
         doing so (and putting it back) are then the submission's (`handed`)."""
-        return bool(self._switches or self._hooks or self._levels or self._modes
+        return bool(self._switches or self._hooks or self._levels.changed or self._modes
                     or self._threads != _BASELINE.get(_THREADS_ITEM, self._threads))
 
     def __exit__(self, *exc):
@@ -298,10 +297,7 @@ class sealed:
         finally:
             for d, kept in self._hooks:
                 d.update(kept)
-            for lg, level in self._levels:
-                lg.level = level
-            if self._levels:
-                _logging.Logger.manager._clear_cache()
+            self._levels.__exit__()
             if _get_threads() != self._threads:
                 _set_threads(self._threads)
             for write, value in reversed(self._switches):
