@@ -851,14 +851,18 @@ fn recorded_runs_fail_exactly_their_expected_criteria() {
 }
 
 #[test]
-fn recorded_solution_profiles_exactly_three_steps_after_a_warmup_step() {
+fn recorded_solution_profiles_exactly_the_steps_asked_after_a_warmup_step() {
     let obs = L.recorded("solution");
+    // the two calls were handed two different step counts, drawn per grading
+    let asked = |run: &str| obs.metrics[&format!("{run}.steps")].as_u64().unwrap() as usize;
+    assert_ne!(asked("profile.run1"), asked("profile.run2"));
     for run in ["profile.run1", "profile.run2"] {
         let calls = profiler::calls(&obs.traces[run]);
         let active = calls.iter().filter(|c| c.active).count();
         let recorded = calls.iter().filter(|c| c.recorded).count();
         let warm = calls.iter().filter(|c| c.phase == "warmup").count();
-        assert_eq!((active, recorded, warm), (3, 3, 1), "{run}");
+        let steps = asked(run);
+        assert_eq!((active, recorded, warm), (steps, steps, 1), "{run}");
         // torch's own recording flag, the phase derived from the switches and the grader's
         // record of the results agree
         for c in &calls {
@@ -866,6 +870,32 @@ fn recorded_solution_profiles_exactly_three_steps_after_a_warmup_step() {
             assert_eq!(c.recorded, c.phase == "record", "{run}: {c:?}");
         }
     }
+}
+
+/// Red team 25: `steps` ignored (3 written in) and the two profiles made with different settings.
+/// Each run is held to the step count it was handed (two different ones, drawn per grading), and
+/// the second run to the first's settings as torch's profiler was handed them.
+#[test]
+fn each_run_is_held_to_its_own_steps_and_the_first_runs_settings() {
+    let mut obs = L.recorded("solution");
+    let (a, b) = (
+        obs.metrics["profile.run1.steps"].clone(),
+        obs.metrics["profile.run2.steps"].clone(),
+    );
+    // each run recorded the other's count
+    obs.metrics.insert("profile.run1.steps".into(), b);
+    obs.metrics.insert("profile.run2.steps".into(), a);
+    assert_eq!(failing(&grade_obs(obs)), vec!["profiles_exactly_steps"]);
+    let mut obs = L.recorded("solution");
+    let first = obs.metrics["profile.run1.settings"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(first.contains("with_stack=False"), "{first}");
+    let other = first.replace("with_stack=False", "with_stack=True");
+    obs.metrics
+        .insert("profile.run2.settings".into(), json!(other));
+    assert_eq!(failing(&grade_obs(obs)), vec!["profile_reproducible"]);
 }
 
 #[test]

@@ -166,13 +166,30 @@ VERIFY_CALLS = 3
 _SECRET = random.SystemRandom().getrandbits(64)
 
 
-def candidate_draw():
-    """This grading's candidates, one per verify call: (speed "fast"/"slow", right: bool)."""
+def candidate_draw(ops):
+    """This grading's candidates, one per verify call: (speed "fast"/"slow", right: bool, the
+    op named: one of `ops`, at least two of them among the calls, so no name written down in
+    advance is the one asked about in every call; red team 25 ignored `op`)."""
     rng = random.Random(f"{_SECRET}/verify/draw")
     while True:
-        calls = tuple((rng.choice(("fast", "slow")), rng.random() < 0.5) for _ in range(VERIFY_CALLS))
-        if len({s for s, _ in calls}) == 2 and len({r for _, r in calls}) == 2:
+        calls = tuple((rng.choice(("fast", "slow")), rng.random() < 0.5, rng.choice(ops))
+                      for _ in range(VERIFY_CALLS))
+        if all(len({c[i] for c in calls}) >= 2 for i in range(3)):
             return calls
+
+
+def steps_draw(choices):
+    """The `steps` each profile_training() call is handed: two different values of `choices`,
+    in an order drawn per grading (red team 25: `steps` ignored and 3 written in, while the
+    grader always asked for 3)."""
+    return random.Random(f"{_SECRET}/profile/steps").sample([int(c) for c in choices], 2)
+
+
+def profiler_settings(args):
+    """What a recording was made with, as a string (`ProfilerConfig` keeps its fields in C++):
+    the profiler kind, record_shapes, profile_memory, with_stack, with_flops, with_modules."""
+    names = ("kind", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
+    return ", ".join(f"{n}={getattr(a, 'name', a)}" for n, a in zip(names, args))
 
 
 class CallRecord:
@@ -190,6 +207,7 @@ class CallRecord:
         # (t0, t1) of the grader's own records at the profiler's switches, sealed: a recording
         # holds their writes (a with_stack profile lists them), and they are the grader's
         self.own = []
+        self.settings = []  # what each recording stopped was made with (`profiler_settings`)
 
 
 class ProfilerWatch:
@@ -219,6 +237,24 @@ class ProfilerWatch:
             wrapper.__func__.__wrapped__ = self.real[n]
             self.mine[n] = wrapper
             setattr(_autograd_profiler, n, wrapper)
+        # the settings of each config torch's profilers make (`ProfilerConfig` is opaque once
+        # made): both torch.profiler.profile and the older autograd profile make theirs through
+        # this name; the config a recording starts with is looked up by identity
+        self.configs = {}  # id(config) -> (config, settings); the last few only
+        self.settings = None  # of the recording running now
+        real_config = self.real_config = _autograd_profiler.ProfilerConfig
+        configs = self.configs
+
+        def ProfilerConfig(*args, **kwargs):
+            config = real_config(*args, **kwargs)
+            if len(configs) > 16:
+                configs.clear()
+            configs[id(config)] = (config, profiler_settings(args))
+            return config
+
+        ProfilerConfig.__wrapped__ = real_config
+        self.mine["ProfilerConfig"] = ProfilerConfig
+        _autograd_profiler.ProfilerConfig = ProfilerConfig
 
     def begin(self):
         self.call = CallRecord()
@@ -273,6 +309,9 @@ class ProfilerWatch:
     def _enable_profiler(self, *args, **kwargs):
         out = self.real["_enable_profiler"](*args, **kwargs)
         self.activities = args[1] if len(args) > 1 else kwargs.get("activities")
+        config = args[0] if args else kwargs.get("config")
+        known = self.configs.get(id(config))
+        self.settings = known[1] if known is not None and known[0] is config else "a config of its own"
         self.windows += 1
         self._own(lambda: self._event("profiler", switch="enable"), lambda: self._mark(f"profiler#{self.windows}"))
         return out
@@ -283,6 +322,8 @@ class ProfilerWatch:
         result = self.real["_disable_profiler"](*args, **kwargs)
         if self.call is not None:
             self.call.windows.append((result, frozenset(self.activities or ())))
+            acts = sorted(str(a).rsplit(".", 1)[-1] for a in self.activities or ())
+            self.call.settings.append(f"{self.settings}, activities={'+'.join(acts)}")
             self.call.stops.append(stop)
             self._credit(stop)
         return result
@@ -356,12 +397,13 @@ class ProfilerWatch:
         return out
 
     def tampered(self):
-        return [n for n in self.NAMES if getattr(_autograd_profiler, n) is not self.mine[n]]
+        return [n for n in self.mine if getattr(_autograd_profiler, n) is not self.mine[n]]
 
 
 WATCH = ProfilerWatch()  # installed now: the scenario is loaded before the submission
 
 _Tensor = torch.Tensor
+_mm, _addmm, _bmm = torch.mm, torch.addmm, torch.bmm  # the products verify's steps make
 _np_bool = _np.bool_
 _no_subclass = torch._C.DisableTorchFunctionSubclass  # bound before the submission is imported
 
@@ -840,7 +882,7 @@ class Lesson:
         cost (see `least_cost`), and the GEMM calls one recorded step holds (`reference.step_ops`:
         what a step of the submission's profile must hold to count as recorded). Recorded at
         once; the watch keeps the step count."""
-        steps = int(self.ctx.params["steps"])
+        steps = steps_draw(self.ctx.params["steps"])
         self.size_hot()
         step = self.train_step()
         # two recorded steps: every step is the same work (the same ops on the same shapes), so the
@@ -864,9 +906,10 @@ class Lesson:
                 need[n] = min(need.get(n, c), c)
         _watch.step_need = {n: c for n, c in need.items() if c > 0} or {"aten::mm": 1}
         self.ctx.metric("reference.step_ops", sum(_watch.step_need.values()))
-        # the events of `steps` recorded steps (each step's ProfilerStep marker included)
-        self.ctx.metric("reference.events", len(prof.events()) * steps // 2)
-        self.ctx.traces["reference.top"] = _least(prof, self.cuda, 2, steps)[:20]
+        # the events of each run's `steps` recorded steps (each step's ProfilerStep marker included)
+        for run, n in zip(("run1", "run2"), steps):
+            self.ctx.metric(f"reference.{run}.events", len(prof.events()) * n // 2)
+        self.ctx.traces["reference.top"] = _least(prof, self.cuda, 2, 3)[:20]
 
     def profile(self, _every=every_row, _ranking=ranking, _operators=operator_rows, _recorded=recorded_events,
                 _in_steps=in_steps, _hand_over=hand_over, _watch=WATCH):
@@ -876,8 +919,10 @@ class Lesson:
         results by the grader, never read from the object returned."""
         fn = self.need("profile_training")
         ctx = self.ctx
-        steps = int(ctx.params["steps"])
-        for run in ("run1", "run2"):
+        for run, steps in zip(("run1", "run2"), steps_draw(ctx.params["steps"])):
+            # two different step counts, drawn per grading: what each call records is held to
+            # the `steps` it was handed (`profiles_exactly_steps`)
+            ctx.metric(f"profile.{run}.steps", steps)
             step = self.train_step()
             ctx.trace = trace = []
             _watch.begin()
@@ -921,7 +966,19 @@ class Lesson:
             # recorded (a with_stack profile's Python-function rows left out: `operator_rows`)
             # (the whole recording: work between the steps included, so two runs that recorded
             # different work differ here even where it is no part of the training's ranking)
-            ctx.traces[f"profile.{run}.calls"] = sorted(_operators(events, whole), key=lambda r: r["name"])
+            # (the two runs record different step counts: the training's operators are compared
+            # per recorded step, the whole recording's by name, and the settings of the two
+            # recordings as they are: `profile_reproducible`)
+            operators = sorted(_operators(events, whole), key=lambda r: r["name"])
+            ctx.traces[f"profile.{run}.names"] = [{"e": "op", "name": r["name"]} for r in operators]
+            # (per step the grader saw recorded in that recording: one that recorded fewer
+            # steps than it was asked fails profiles_exactly_steps, not this)
+            last = len(rec.windows) - 1
+            seen_steps = sum(1 for *_, w in rec.credited if w == last) or 1
+            training = sorted(_operators(events, _ranking(every)), key=lambda r: r["name"])
+            ctx.traces[f"profile.{run}.per_step"] = [
+                {"e": "op", "name": r["name"], "calls": r["calls"] / seen_steps} for r in training]
+            ctx.metric(f"profile.{run}.settings", rec.settings[-1])
             for k in ctx.params["k"]:
                 ctx.traces[f"profile.{run}.top{int(k)}"] = whole[: int(k)]
             if self.cuda:
@@ -939,11 +996,22 @@ class Lesson:
         counts = draw.sample([1, 3, 8, 20, 50], 5)
         gen = torch.Generator().manual_seed(draw.getrandbits(62))
         x = torch.randn(64, 256, generator=gen).to(self.device)
-        with _no_grad(), _profile(activities=self.activities()) as prof:
-            for name, n in zip(names, counts):
-                op = getattr(torch, name)
-                for _ in range(n):
-                    op(x)
+        # with a schedule and its step markers, each step 2 ms longer than its ops (a Python wait
+        # of the grader's): `ProfilerStep#N` rows lead this profile by self time, so a top_ops()
+        # that keeps them lists them (red team 25: a profile_training() without a schedule made
+        # no markers, and top_ops() never dropped them)
+        sched = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
+        with _no_grad(), _profile(activities=self.activities(), schedule=sched) as prof:
+            for step in range(3):
+                if step == 1:  # the first recorded step runs the drawn ops
+                    for name, n in zip(names, counts):
+                        op = getattr(torch, name)
+                        for _ in range(n):
+                            op(x)
+                t0 = _time_ns()
+                while _time_ns() - t0 < 2_000_000:
+                    pass
+                prof.step()
         events = prof.events()  # torch's own parse of its results (the object keeps it)
         listed = _every(events, self.cuda, events.key_averages())
         whole = _ranking(listed)
@@ -989,7 +1057,7 @@ class Lesson:
         fn = self.need("verify")
         ctx = self.ctx
         v = ctx.params["verify"]
-        op, rows, dim, work = str(v["op"]), int(v["rows"]), int(v["dim"]), int(v["work"])
+        rows, dim, work = int(v["rows"]), int(v["dim"]), int(v["work"])
         # the weight and the inputs from the process's secret, not the seed (torch's initial seed
         # is the seed: a baseline output rebuilt from it needs no baseline step; red team 6)
         gen = torch.Generator().manual_seed(random.Random(f"{_SECRET}/verify/weights").getrandbits(62))
@@ -1011,17 +1079,28 @@ class Lesson:
 
             return make_input, made
 
+        zero = torch.zeros(dim, device=self.device)
+        # the product x @ W as the op this verify call names (`op`, drawn per call): the same
+        # values, the op's own calls in the profile
+        product_of = {
+            "aten::mm": _mm,
+            "aten::addmm": lambda x, w: _addmm(zero, x, w),
+            "aten::bmm": lambda x, w: _bmm(x.unsqueeze(0), w.unsqueeze(0)).squeeze(0),
+        }
+
         def timed(x, w, acc):
             """The named op, timed by the grader (its own clock; CUDA events on the GPU)."""
+            # (an input of the submission's own may be any shape: `@` takes what it can)
+            product = product_of[named[0]] if x.dim() == 2 else _Tensor.__matmul__
             if cuda:
                 a, b = _Event(enable_timing=True), _Event(enable_timing=True)
                 a.record()
-                y = x @ w
+                y = product(x, w)
                 b.record()
                 acc.append((a, b))
             else:
                 t0 = ctx.clock()
-                y = x @ w
+                y = product(x, w)
                 acc.append(ctx.clock() - t0)
             return y
 
@@ -1089,8 +1168,10 @@ class Lesson:
         shapes = {"fast": (1, work * work), "slow": (work * work, 1)}  # (products, calls each)
         baseline = (off(work, False, candidate=False), work)
 
-        for n, (speed, right) in enumerate(_draw(), 1):  # drawn per grading (`candidate_draw`)
+        named = [None]  # the op of the verify call running now
+        for n, (speed, right, op) in enumerate(_draw(tuple(v["ops"])), 1):  # drawn per grading
             cand = f"call{n}"
+            named[0] = op
             products, chunks = shapes[speed]
             body = off(products, not right, chunks=chunks)
             ids = itertools.count()  # step ids, shared by both steps of this verify call
@@ -1098,7 +1179,7 @@ class Lesson:
 
             lease = ctx.lib.Lease("baseline_step()/candidate_step()", "verify()")
 
-            def wrap(role, body, ids=ids, make_input=make_input, made=made, lease=lease):
+            def wrap(role, body, ids=ids, make_input=make_input, made=made, lease=lease, op=op):
                 body, need = body
 
                 def step(x):
@@ -1147,7 +1228,7 @@ class Lesson:
                     # input's fingerprint again as the step ends: the input is the same only if
                     # it stayed the same while the step computed on it (issue 38, round 4)
                     ctx.event("step_done", id=k, op_us=secs * 1e6, fp={"x": _fingerprint(x)})
-                    _watch.ran(k, role, t0, t1, {"aten::mm": need})  # what `x @ w` records
+                    _watch.ran(k, role, t0, t1, {op: need})  # what the product records
                     return out, k
 
                 step.make_input = make_input
@@ -1181,6 +1262,7 @@ class Lesson:
             ctx.metric(f"verify.{cand}.truth.faster", speed == "fast")
             ctx.metric(f"verify.{cand}.truth.outputs_close", right)
             ctx.metric(f"verify.{cand}.candidate", f"{speed}_{'right' if right else 'wrong'}")
+            ctx.metric(f"verify.{cand}.op", op)
 
 
 # the code of the grader's own frames around the steps (`_graders`): `train_step`, the watch's

@@ -193,7 +193,12 @@ fn sequence(all: &[Call], variant: &Option<String>) -> String {
 }
 
 pub fn evaluate_phase(spec: &PhaseSpec, env: &Env) -> Outcome {
-    let (min, max) = match env.resolve(&spec.equals) {
+    // `equals` may be a number this run recorded (`$metric.…`: the steps a call was handed)
+    let equals = match env.bound(&spec.equals) {
+        Ok(v) => v,
+        Err(why) => return Outcome::missing(why, Text::same(format!("{} = ?", spec.phase))),
+    };
+    let (min, max) = match equals {
         Some(v) => (Some(v), Some(v)),
         None => (env.resolve(&spec.min), env.resolve(&spec.max)),
     };
