@@ -898,6 +898,31 @@ fn each_run_is_held_to_its_own_steps_and_the_first_runs_settings() {
     assert_eq!(failing(&grade_obs(obs)), vec!["profile_reproducible"]);
 }
 
+/// Red team 28: `faster` answered from a tell of the candidate's profile, the times reported beside
+/// it. Right about the truth is not enough: `faster` must be what the reported times say.
+#[test]
+fn faster_must_follow_the_times_reported() {
+    let mut obs = L.recorded("solution");
+    // call 1's answer and its truth both flipped: right about the truth, against its own times
+    let flip = |v: &serde_json::Value| json!(!v.as_bool().unwrap());
+    let (answer, truth) = (
+        flip(&obs.metrics["verify.call1.faster"]),
+        flip(&obs.metrics["verify.call1.truth.faster"]),
+    );
+    obs.metrics.insert("verify.call1.faster".into(), answer);
+    obs.metrics
+        .insert("verify.call1.truth.faster".into(), truth);
+    assert_eq!(failing(&grade_obs(obs)), vec!["verify_speed"]);
+    // and the whole recordings' work, not the same per step and per recording in both
+    let mut obs = L.recorded("solution");
+    assert_eq!(obs.metrics["profile.whole_linear"], json!("yes"));
+    obs.metrics.insert(
+        "profile.whole_linear".into(),
+        json!("aten::t: 780 in 3 steps, 90 in 2"),
+    );
+    assert_eq!(failing(&grade_obs(obs)), vec!["profile_reproducible"]);
+}
+
 #[test]
 fn recorded_solution_profiles_five_calls_of_each_step_and_one_call_fails() {
     let obs = L.recorded("solution");

@@ -178,6 +178,27 @@ def candidate_draw(ops):
             return calls
 
 
+def whole_linear(a, b):
+    """Do two recordings of s₁ and s₂ steps hold the same work, per step and per recording? Each
+    operator's calls in the whole recording (work between the steps included) must be α·s + β in
+    both, with whole α, β ≥ 0: work done every step, and work done once per recording (red team
+    28: 600 extra calls of an op the training also makes, in the first call's recording only,
+    between its steps, where neither the per-step rows nor the names showed them). "yes", or the
+    first operators that fit no such count."""
+    (s1, c1), (s2, c2) = a, b
+    bad = []
+    for name in sorted(set(c1) | set(c2)):
+        n1, n2 = c1.get(name, 0), c2.get(name, 0)
+        if s1 == s2:
+            ok = n1 == n2
+        else:
+            alpha, rest = divmod(n1 - n2, s1 - s2)
+            ok = rest == 0 and alpha >= 0 and n1 - alpha * s1 >= 0
+        if not ok:
+            bad.append(f"{name}: {n1} in {s1} steps, {n2} in {s2}")
+    return "yes" if not bad else "; ".join(bad[:4]) + (f"; … {len(bad) - 4} more" if len(bad) > 4 else "")
+
+
 def steps_draw(choices):
     """The `steps` each profile_training() call is handed: two different values of `choices`,
     in an order drawn per grading (red team 25: `steps` ignored and 3 written in, while the
@@ -187,9 +208,17 @@ def steps_draw(choices):
 
 def profiler_settings(args):
     """What a recording was made with, as a string (`ProfilerConfig` keeps its fields in C++):
-    the profiler kind, record_shapes, profile_memory, with_stack, with_flops, with_modules."""
+    the profiler kind, record_shapes, profile_memory, with_stack, with_flops, with_modules, and
+    the experimental config's fields (its pickled state: red team 28 changed only those)."""
     names = ("kind", "record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules")
-    return ", ".join(f"{n}={getattr(a, 'name', a)}" for n, a in zip(names, args))
+    out = [f"{n}={getattr(a, 'name', a)}" for n, a in zip(names, args)]
+    if len(args) > 6:
+        try:
+            state = args[6].__getstate__()
+        except (AttributeError, TypeError, RuntimeError):
+            state = type(args[6]).__name__
+        out.append(f"experimental={state!r}")
+    return ", ".join(out)
 
 
 class CallRecord:
@@ -242,6 +271,7 @@ class ProfilerWatch:
         # this name; the config a recording starts with is looked up by identity
         self.configs = {}  # id(config) -> (config, settings); the last few only
         self.settings = None  # of the recording running now
+        self.filters = {}  # the activity filters of the last prepare
         real_config = self.real_config = _autograd_profiler.ProfilerConfig
         configs = self.configs
 
@@ -302,6 +332,10 @@ class ProfilerWatch:
             rec.own.append((t0, _time_ns()))
 
     def _prepare_profiler(self, *args, **kwargs):
+        # the activities' filters (`activities={CUDA: [...]}`): part of the recording's settings,
+        # and a filtered CUDA is no CUDA activity recorded in full
+        filters = kwargs.get("activity_filter", args[2] if len(args) > 2 else None)
+        self.filters = {str(k).rsplit(".", 1)[-1]: sorted(map(str, v)) for k, v in (filters or {}).items()}
         out = self.real["_prepare_profiler"](*args, **kwargs)
         self._own(lambda: self._event("profiler", switch="prepare"))
         return out
@@ -321,9 +355,10 @@ class ProfilerWatch:
         stop = _time_ns()
         result = self.real["_disable_profiler"](*args, **kwargs)
         if self.call is not None:
-            self.call.windows.append((result, frozenset(self.activities or ())))
+            kept = frozenset(a for a in self.activities or () if str(a).rsplit(".", 1)[-1] not in self.filters)
+            self.call.windows.append((result, kept))
             acts = sorted(str(a).rsplit(".", 1)[-1] for a in self.activities or ())
-            self.call.settings.append(f"{self.settings}, activities={'+'.join(acts)}")
+            self.call.settings.append(f"{self.settings}, activities={'+'.join(acts)}, filters={self.filters}")
             self.call.stops.append(stop)
             self._credit(stop)
         return result
@@ -919,6 +954,7 @@ class Lesson:
         results by the grader, never read from the object returned."""
         fn = self.need("profile_training")
         ctx = self.ctx
+        whole = {}  # run -> (steps seen recorded, {operator: calls in the whole recording})
         for run, steps in zip(("run1", "run2"), steps_draw(ctx.params["steps"])):
             # two different step counts, drawn per grading: what each call records is held to
             # the `steps` it was handed (`profiles_exactly_steps`)
@@ -960,30 +996,28 @@ class Lesson:
             # `prof.step()`, the course's guards): under load a preempted one ranked in its top 5
             # (careful students 19, red team 20's run), which the training's rows do not hold
             listed = every if same else _every(events, self.cuda, averages)
-            whole = _ranking(listed)
+            ranking_rows = _ranking(listed)
             ctx.traces[f"profile.{run}.listed"] = listed
-            # every operator of the profile by name, with its call count: what the two runs
-            # recorded (a with_stack profile's Python-function rows left out: `operator_rows`)
-            # (the whole recording: work between the steps included, so two runs that recorded
-            # different work differ here even where it is no part of the training's ranking)
-            # (the two runs record different step counts: the training's operators are compared
-            # per recorded step, the whole recording's by name, and the settings of the two
-            # recordings as they are: `profile_reproducible`)
-            operators = sorted(_operators(events, whole), key=lambda r: r["name"])
-            ctx.traces[f"profile.{run}.names"] = [{"e": "op", "name": r["name"]} for r in operators]
-            # (per step the grader saw recorded in that recording: one that recorded fewer
-            # steps than it was asked fails profiles_exactly_steps, not this)
+            # what the two runs recorded, for `profile_reproducible` (a with_stack profile's
+            # Python-function rows left out: `operator_rows`). The runs record different step
+            # counts, so the training's operators are compared per recorded step (`per_step`),
+            # and every operator of the whole recording (work between the steps included) must
+            # be the same work per step and per recording in both (`whole_linear`); and the two
+            # recordings' settings as they are. Steps are those the grader saw recorded: a call
+            # that recorded fewer than it was asked fails profiles_exactly_steps, not this.
             last = len(rec.windows) - 1
             seen_steps = sum(1 for *_, w in rec.credited if w == last) or 1
+            whole[run] = (seen_steps, {r["name"]: r["calls"] for r in _operators(events, ranking_rows)})
             training = sorted(_operators(events, _ranking(every)), key=lambda r: r["name"])
             ctx.traces[f"profile.{run}.per_step"] = [
                 {"e": "op", "name": r["name"], "calls": r["calls"] / seen_steps} for r in training]
             ctx.metric(f"profile.{run}.settings", rec.settings[-1])
             for k in ctx.params["k"]:
-                ctx.traces[f"profile.{run}.top{int(k)}"] = whole[: int(k)]
+                ctx.traces[f"profile.{run}.top{int(k)}"] = ranking_rows[: int(k)]
             if self.cuda:
                 ctx.metric(f"profile.{run}.cuda_activity", "yes" if _CUDA in activities else "no")
             _hand_over(prof, events, averages)
+        ctx.metric("profile.whole_linear", whole_linear(whole["run1"], whole["run2"]))
 
     def foreign(self, _every=every_row, _ranking=ranking, _profile=_TorchProfile):
         """A profile of the grader's own making for top_ops() to rank: ops drawn per grading from
@@ -1113,6 +1147,11 @@ class Lesson:
                         y = timed(x, w, acc)
                     else:  # `chunks` calls whatever the rows (an input of the submission's own)
                         y = torch.cat([timed(part, w, acc) for part in x.tensor_split(chunks)])
+                if x.dim() == 2:
+                    # and one call of another of the three ops, on 8 rows, result unused: the
+                    # named op's self time is its own, not the sum over every GEMM's (red team
+                    # 28 summed all three names and never read `op`)
+                    product_of[named[1]](x[:8], w)
                 return torch.tanh(y)
 
             return body
@@ -1126,11 +1165,13 @@ class Lesson:
             candidate wrong; `torch.allclose` and `assert_close` at their defaults take it (red
             team 25). And (`wrong`) a planted error no sum and no loose tolerance sees: element A
             (drawn per verify call from the process's secret, the same in every step of the call)
-            moved towards zero by δ (drawn, 0.01–0.05) and the element furthest on the other side
-            of zero moved towards zero by as much, so the sum stays (within rounding) and both
-            stay inside tanh's (-1, 1) (a range check tells nothing); only a comparison of every
-            element at a tolerance under δ finds it (red team 7: element [0, 0] alone, or one row,
-            compared; red team 25: the outputs' sums compared, `allclose(atol=0.45)`). The place
+            moved towards zero by δ (drawn, 0.01–0.05) and an element on the other side of zero,
+            at least δ from it, moved towards zero by as much (drawn per verify call among those:
+            not the extreme, red team 28 compared only the outputs' max and min), so the sum stays
+            (within rounding), the extremes stay and both stay inside tanh's (-1, 1) (a range
+            check tells nothing); only a comparison of every element at a tolerance under δ finds
+            it (red team 7: element [0, 0] alone, or one row, compared; red team 25: the outputs'
+            sums compared, `allclose(atol=0.45)`). The place
             is a mask made before the call (red team 12 read an index put's arguments from a
             `record_shapes` profile); right and wrong outputs are made by the very same ops with W
             itself (a zero flag for the right one), so neither the ops a profile records, the
@@ -1143,13 +1184,17 @@ class Lesson:
             delta = torch.tensor(wrong_at.uniform(0.01, 0.05) if wrong else 0.0, device=self.device)
             signs = torch.randint(0, 2, (rows, dim), generator=gen).to(self.device) * 2 - 1
             rounding = 1.0 + signs.to(torch.float32) * 2.0 ** -22
+            keys = torch.rand(rows, dim, generator=gen).to(self.device)  # which one compensates
 
             def body(x, acc):
                 y = right(x, acc)
                 if y.shape != mask.shape:  # (an input of the submission's own may be any shape)
                     return y
                 side = torch.sign((y * mask).sum())  # A's side of zero
-                far = torch.argmin(y * side)  # the element furthest on the other side
+                # the compensating element: the drawn one among those on the other side at least
+                # δ from zero, not A (on the device: no read of the values)
+                fits = (y * side < -delta) & (mask == 0)
+                far = torch.argmax(torch.where(fits, keys, -1.0))
                 other = torch.zeros_like(y).view(-1).scatter_(0, far.view(1), 1.0).view_as(y)
                 y = y - mask * side * delta + other * side * delta
                 return y * rounding
@@ -1168,10 +1213,12 @@ class Lesson:
         shapes = {"fast": (1, work * work), "slow": (work * work, 1)}  # (products, calls each)
         baseline = (off(work, False, candidate=False), work)
 
-        named = [None]  # the op of the verify call running now
+        named = [None, None]  # the op of the verify call running now, and its decoy
+        decoys = random.Random(f"{_SECRET}/verify/decoy")
         for n, (speed, right, op) in enumerate(_draw(tuple(v["ops"])), 1):  # drawn per grading
             cand = f"call{n}"
             named[0] = op
+            named[1] = decoys.choice([o for o in v["ops"] if o != op])
             products, chunks = shapes[speed]
             body = off(products, not right, chunks=chunks)
             ids = itertools.count()  # step ids, shared by both steps of this verify call
@@ -1258,6 +1305,13 @@ class Lesson:
             for key in ("faster", "outputs_close"):
                 b = _boolean(result.get(key))
                 ctx.metric(f"verify.{cand}.{key}", b if b is not None else f"not a bool: {result.get(key)!r}"[:80])
+            # what the reported times say (`faster` must follow them: red team 28 reported the
+            # profile's times and answered `faster` from which candidate's profile held a cat)
+            c_us = _number(result.get("candidate_us"), what="candidate_us")
+            b_us = _number(result.get("baseline_us"), what="baseline_us")
+            ctx.metric(f"verify.{cand}.faster_by_times",
+                       c_us < b_us if not isinstance(c_us, str) and not isinstance(b_us, str)
+                       else "no times reported")
             # the truth, sent after the call returned (the rubric holds each answer to it: `same_as`)
             ctx.metric(f"verify.{cand}.truth.faster", speed == "fast")
             ctx.metric(f"verify.{cand}.truth.outputs_close", right)

@@ -625,6 +625,10 @@ def _same_door(value, what):
     if id(value) in _DENIED_IDS:
         refuse(what, "不属于课程的 Python（它在自己的模块里被拒绝）",
                "not part of the course's Python (refused in its own module)")
+    if isinstance(value, type) and value.__name__[:1] == "_" and value not in _OWN_CLASSES:
+        # a private class is refused by its name (`module._Name`), so through `type(x)` too
+        # (red team 28: `type(prof.experimental_config)`, torch's `_ExperimentalConfig`)
+        _private(what)
     return value
 
 

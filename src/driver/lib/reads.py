@@ -92,6 +92,14 @@ _TEMPLATES = frozenset(("type_as", "expand_as", "view_as", "reshape_as"))
 # returns (`.grad`) is its own memory, not host memory for being a host tensor's attribute
 # (red team 7: a host parameter's device `.grad` taken for host data).
 _ATTRIBUTES = frozenset(("__get__", "__set__"))
+# the calls that read rows of a table (`HostReads._embedding`): the token embedding's weight handed
+# to one of them makes an embedding of any shape (red team 27: `F.embedding(idx.reshape(-1), W)`,
+# a 2-D result viewed back, was no step); an elementwise call on the weight (a penalty's `W ** 2`)
+# reads no rows, and its result may have the shape of a flattened batch's embedding
+_ROW_READS = frozenset((
+    "embedding", "embedding_bag", "__getitem__", "index_select", "gather", "take_along_dim", "take",
+    "__matmul__", "__rmatmul__", "matmul", "mm", "bmm", "einsum", "tensordot", "index", "narrow",
+))
 _COPIES = frozenset(("tensor", "as_tensor", "asarray", "new_tensor", "new"))
 # in-place writes of Python's values over a whole tensor: what they leave is a constant
 _FILLS = frozenset(("fill_", "zero_"))
@@ -107,6 +115,11 @@ _HOST = {}
 # only (a factory's result, and new tensors computed from constants only), shared by every counter
 # like `_HOST` (a constant made at import is one in every later call). `HostReads._constants`.
 _CONST = {}
+# Host memory that holds device data read back (a `.cpu()`/`.to("cpu")` result, device data
+# written into host memory, and host results computed from such memory; CPU runs follow it through
+# torch's calls): copied to the device again, it is data going back, not a constant made on the
+# host (`HostReads._host_to_device`)
+_FROM_DEVICE = {}
 
 
 _PRUNE_AT = {}  # id(table) -> the size at which `_note` next drops its dead entries
@@ -646,11 +659,15 @@ class HostReads(_TorchFunctionMode):
             return
         hosts = [self.host(x) for x in ins]
         if all(hosts):
+            data = any(isinstance(x, _Tensor) and _known(_FROM_DEVICE, _storage(x)) for x in ins)
             for t in outs:
                 self._mark_host(t)
+                if data:
+                    _note(_FROM_DEVICE, t)
         elif any(hosts):
             for t in list(outs) + list(written):
                 if isinstance(t, _Tensor) and self.host(t):
+                    _note(_FROM_DEVICE, t)
                     if line is not None:
                         self._readback(t, name, t.numel() * t.element_size(), line)
                     return
@@ -858,12 +875,15 @@ class HostReads(_TorchFunctionMode):
                         out = self._call(_copy, (out,), {})  # a move gives new memory, as on a device
                     if where == "host":
                         self._mark_host(out)
+                if where == "host" and isinstance(out, _Tensor) and not self.host(src):
+                    _note(_FROM_DEVICE, out)
                 return out
         if cpu and name in _VIEWS and src is not None and not self.host(src):
             # the device tensor's own memory handed to host code: a copy, read back
             if line is not None:
                 self._readback(src, name, src.numel() * src.element_size(), line)
             copy = self._call(_copy, (src,), {})
+            _note(_FROM_DEVICE, copy)  # (what a numpy view of it shares: device data)
             return self._call(func, (copy,) + tuple(args[1:]), kwargs)
         counted = False
         if name in _readbacks and name not in ("cpu", "to") and tensors and not all(self.host(t) for t in tensors):
@@ -926,19 +946,23 @@ class HostReads(_TorchFunctionMode):
                 else:
                     self._moved(ins, _tensors(out), written, name, None if counted else line)
         if self._embeds is not None and tensors:
-            self._embedding(tensors, out)
+            self._embedding(name, tensors, out)
         if self.autograd:
             self._recorded(func, out)
         return out
 
-    def _embedding(self, tensors, out):
+    def _embedding(self, name, tensors, out):
         """A step begins where the token embedding's weight makes a (B, T, d_model) result with
         autograd on, however the watched code computed it (`F.embedding`, indexing the weight, a
-        one-hot product): `step_marks` marks it, as its module hook does for the model's own."""
+        one-hot product), or rows of d_model of any other shape by a call that reads rows of a
+        table (`_ROW_READS`: a flattened batch's embedding): `step_marks` marks it, as its module
+        hook does for the model's own."""
         weight = self._embeds[0]()
         if weight is None or not any(t is weight for t in tensors):
             return
-        if isinstance(out, _Tensor) and out.grad_fn is not None and out.dim() == 3 and out.shape[-1] == weight.shape[1]:
+        if not isinstance(out, _Tensor) or out.grad_fn is None or out.dim() < 1:
+            return
+        if out.shape[-1] == weight.shape[1] and (out.dim() == 3 or name in _ROW_READS):
             self._embeds[1](out)
 
     def _host_versions(self, name, ins):
@@ -960,9 +984,12 @@ class HostReads(_TorchFunctionMode):
         the loop, as a factory there is (`factory {op, line}`; red team 13: a host constant made
         once and `.to(device)` every step counted nothing). So is a constant (`_CONST`: values
         from Python only) copied by the same line again, whatever memory holds it (red team 25:
-        `host.clone().fill_(n).to(device)` every step, a new storage each time). New host data
-        copied each time (a token read back and sent again) is no constant: its read-back is
-        what counts."""
+        `host.clone().fill_(n).to(device)` every step, a new storage each time). Device data
+        read back and sent again each time (a token) is no constant: its read-back is what counts.
+        Any other host memory copied by the same line again is made on the host in the loop, a
+        constant as far as the device is concerned (red team 27: a numpy array written with a
+        Python value each step, cloned and copied to the device; the clone was neither the same
+        storage nor one torch had filled)."""
         s = _storage(src)
         if line is None or not self.direct or s is None:
             return
@@ -975,8 +1002,12 @@ class HostReads(_TorchFunctionMode):
         ref = seen.get(s._cdata)
         if ref is not None and not ref.expired():
             self._record("factory", {"op": name, "line": line})
-        else:
-            seen[s._cdata] = _StorageWeakRef(s)
+            return
+        seen[s._cdata] = _StorageWeakRef(s)
+        if not _known(_FROM_DEVICE, s):
+            n = self._made[("h2d host", line)] = self._made.get(("h2d host", line), 0) + 1
+            if n > 1:
+                self._record("factory", {"op": name, "line": line})
 
     def _constants(self, name, args, tensors, out, made, line):
         """Constants followed by what they are (`_CONST`), not by the name of the call that made
