@@ -162,11 +162,14 @@ class Lesson:
     @staticmethod
     def count_work(model, opt, shape):
         """Counters of one train() call's work, kept by hooks of the grader's that read no value
-        (nothing waits for the device): [forwards of `model` on a (B, T) input of `shape`,
-        backwards that reached the token embedding, steps of `opt`]. Returns (counts, handles)."""
+        (nothing waits for the device): [forwards of `model` on a (B, T) input of `shape` that
+        returned, backwards that reached the token embedding, steps of `opt`]. Returns (counts,
+        handles). A forward counts as it returns, not as it begins (red teams 27 and 29: a call of
+        the model made to raise right after its embedding counted as the step's forward, while
+        the step was computed by hand beside it)."""
         work = [0, 0, 0]
 
-        def forward(module, args):
+        def forward(module, args, out):
             if args and isinstance(args[0], torch.Tensor) and args[0].shape == shape:
                 work[0] += 1
 
@@ -177,7 +180,7 @@ class Lesson:
             work[2] += 1
 
         first = next(iter(model.parameters()))
-        return work, [model.register_forward_pre_hook(forward),
+        return work, [model.register_forward_hook(forward),
                       first.register_post_accumulate_grad_hook(backward),
                       opt.register_step_post_hook(stepped)]
 
