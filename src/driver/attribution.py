@@ -79,7 +79,7 @@ def _reads_for_itself(filename):
     return not filename.startswith(_TORCH_DIR)  # torch's frames: `attributed` says whose
 
 
-def attributed(frame, files=None, course=False):
+def attributed(frame, files=None, course=False, behalf=False):
     """The frame of `files` (default: the submission's) that a call made in `frame` is attributed
     to, or None. The rule, the same for every instrument (clocks, `empty_cache`, CUDA events,
     read-backs, constants): walk up from `frame` through standard-library and generated frames;
@@ -91,7 +91,12 @@ def attributed(frame, files=None, course=False):
     read wherever the course's code made it (red team 9: a device tensor handed to the model as
     its dropout, read by dropout's range check), and so do torch's frames above one (the module
     call that ran the model's forward); what the model makes for itself (its position indices)
-    stays the model's, so only the read-back counter asks this way."""
+    stays the model's, so only the read-back counter asks this way. With `behalf`, torch's frames
+    above a standard-library or third-party frame act on their caller's behalf as well: a device
+    tensor's values handed to numpy by torch's code that the submission set going (red team 27: a
+    DataLoader whose `collate_fn` was `numpy.atleast_1d`, torch's fetch calling numpy calling
+    `Tensor.__array__`) are the submission's read; the read-back counter asks this way only for a
+    read that no frame was found for otherwise."""
     files = SUBMISSION_FILES if files is None else files
     f = frame
     through = False  # past a frame of the course's: torch's frames above it (a module's call, a
@@ -102,8 +107,10 @@ def attributed(frame, files=None, course=False):
             return f
         if course and name.startswith(_COURSE):
             through = True
-        elif not (through and name.startswith(_TORCH_DIR)) and not _transparent(name):
-            return None
+        elif not (through and name.startswith(_TORCH_DIR)):
+            if not _transparent(name):
+                return None
+            through = through or behalf
         f = f.f_back
     return None
 

@@ -724,7 +724,7 @@ class HostReads(_TorchFunctionMode):
                     return
 
     # -- attribution and records ------------------------------------------------------------
-    def _caller_line(self, depth=2, course=False):
+    def _caller_line(self, depth=2, course=False, behalf=False):
         """The line of `files` this torch call is attributed to: past torch's own frames, the
         driver's attribution rule (`ctx.attributed`: standard-library and generated frames act
         on their caller's behalf). `self.direct` says afterwards whether the torch frames passed
@@ -739,7 +739,10 @@ class HostReads(_TorchFunctionMode):
                 direct = False
             f = f.f_back
         self.direct = direct
-        mine = self.ctx.attributed(f, self.files, course=course) if f is not None else None
+        if f is None:
+            return None
+        mine = (self.ctx.attributed(f, self.files, course=course, behalf=True) if behalf
+                else self.ctx.attributed(f, self.files, course=course))
         return mine.f_lineno if mine is not None else None
 
     def _raised(self, name, ins, line):
@@ -883,6 +886,11 @@ class HostReads(_TorchFunctionMode):
                     "the tensor; keep your own objects out of tensors' attributes (see the contract in README.md)"
                 )
         line = self._caller_line()
+        if line is None and (name in _VIEWS or name in _readbacks):
+            # a read of a tensor's values that no line of the watched code made directly: torch's
+            # code above numpy's or the standard library's, set going by the watched code, acts on
+            # its behalf (`attributed(behalf=True)`: a DataLoader's collate_fn)
+            line = self._caller_line(behalf=True)
         if line is None and not self._host:
             # not the watched code's call, and no host memory to follow: nothing to count
             try:
