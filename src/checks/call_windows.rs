@@ -28,6 +28,9 @@ struct Found {
     matched: usize,
     made: usize,
     bad: Vec<(String, String)>,
+    /// the median of the steady windows' own seconds (outside the handed-over calls), when the
+    /// rule has a median clause: the margin a passing stream had, shown beside its count
+    own_median: Option<f64>,
 }
 
 fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absent> {
@@ -219,6 +222,13 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
             ),
         });
     }
+    let own_median = (!windows.is_empty()
+        && spec.idle.as_ref().is_some_and(|i| i.median_s.is_some()))
+    .then(|| {
+        let mut own: Vec<f64> = windows.iter().map(|w| w.0).collect();
+        own.sort_by(f64::total_cmp);
+        own[own.len() / 2]
+    });
     let median = spec
         .idle
         .as_ref()
@@ -244,6 +254,7 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
         matched,
         made: entered,
         bad,
+        own_median,
     })
 }
 
@@ -270,19 +281,40 @@ pub fn evaluate(spec: &CallWindowsSpec, env: &Env) -> Outcome {
             Err(why) => return Outcome::missing(why, bound),
         };
         let short = name.rsplit('.').next().unwrap_or(name);
+        let own = found
+            .own_median
+            .map(|s| format!(" ({} ms)", fmt_num(s * 1e3)))
+            .unwrap_or_default();
         measured.push(if many {
-            format!("{short}: {}/{}", found.matched, found.made)
+            format!("{short}: {}/{}{own}", found.matched, found.made)
         } else {
-            format!("{}/{}", found.matched, found.made)
+            format!("{}/{}{own}", found.matched, found.made)
         });
         for (zh, en) in found.bad {
             bad_zh.push(if many { format!("{short}：{zh}") } else { zh });
             bad_en.push(if many { format!("{short}: {en}") } else { en });
         }
     }
+    let has_own = spec.idle.as_ref().is_some_and(|i| i.median_s.is_some());
     let measured = text!(
-        format!("与窗口相符 {}", measured.join(", ")),
-        format!("matching their window {}", measured.join(", "))
+        format!(
+            "与窗口相符 {}{}",
+            measured.join(", "),
+            if has_own {
+                "（括号内：窗口里你自己代码时间的中位数）"
+            } else {
+                ""
+            }
+        ),
+        format!(
+            "matching their window {}{}",
+            measured.join(", "),
+            if has_own {
+                " (in brackets: the median of your own code's time in a window)"
+            } else {
+                ""
+            }
+        )
     );
     if bad_en.is_empty() {
         return Outcome::new(
