@@ -542,6 +542,21 @@ class _Unseen(_TorchDispatchMode):
             if hit is not None:
                 crossed.append(hit)
         seen = owner.seen
+        if seen is not None and func.is_view:
+            # a view reads no values: its source counts as seen only when a view of it is handed
+            # to an op that computes (red team 27: tensordot's Python took `dims[0]`, a select,
+            # then read the view's memory in C++ with `.tolist()`, no aten op; the select alone
+            # had made the tensor "seen")
+            out = func(*args, **kwargs)
+            src = args[0] if args and isinstance(args[0], _Tensor) else None
+            if src is not None:
+                views = owner.views
+                for o in _tensors(out):
+                    # both held for the call: an id freed and reused by another view would break
+                    # the way back to the source (a careful einsum of reshaped gradients was
+                    # counted as a read-back, now and then)
+                    views[id(o)] = (id(src), o, src)
+            return out
         if seen is not None:
             _ids(args, kwargs, seen)
         out = func(*args, **kwargs)
@@ -604,6 +619,7 @@ class HostReads(_TorchFunctionMode):
         self.depth = 0  # torch functions of the watched code running now (see _Unseen)
         self.crossed = None  # a list while a watched call runs with the aten layer looking
         self.seen = None  # ... and a set: the ids of the tensors its aten ops were handed
+        self.views = None  # ... and the views its aten ops made: id(view) -> (id(its source), both)
         self._seen_last = None
         self._most = 2  # the most steps' graphs seen alive at once at a step boundary, past two
         self.direct = True  # the last call attributed was made by the watched code's own line
@@ -1144,7 +1160,10 @@ class HostReads(_TorchFunctionMode):
         the dispatcher, or None (red team 5, `tensor_split(ruler, code)[0].shape[0]`: on CPU
         `tensor_split` reads the index tensor's memory in C++ and the value comes back as a
         shape). Every aten op a call runs is handed the tensors whose data it uses, so a tensor
-        argument that no aten op of the call was handed (`self._seen_last`) and that returns
+        argument that no aten op of the call was handed (`self._seen_last`; a view op reads no
+        values, so a tensor only viewed counts as handed only when a view of it was: red team
+        27's `tensordot(a, b, dims=D)`, whose Python takes `D[0]` and reads it with `.tolist()`)
+        and that returns
         tensors made of other memory was read for something else than data: a shape, a
         section, a count, whatever its values decide of the result (`tensor_split`, `split`
         with tensor sections, and every composite op that reads an argument's memory on the
@@ -1191,10 +1210,12 @@ class HostReads(_TorchFunctionMode):
         below = self._below
         outer = self.crossed
         outer_seen = self.seen
+        outer_views = self.views
         back = False
         if look:
             self.crossed = []
             self.seen = set()
+            self.views = {}
             aside = False
             # a call of the watched code made where the mode below was set aside (a hook that
             # autograd runs inside an opaque backward): it looks there too, for this call
@@ -1206,6 +1227,7 @@ class HostReads(_TorchFunctionMode):
         else:
             self.crossed = None
             self.seen = None
+            self.views = None
             n = _dispatch_len()
             aside = n > 0 and below is not None and _dispatch_at(n - 1) is below
         if aside:
@@ -1219,8 +1241,17 @@ class HostReads(_TorchFunctionMode):
                 _dispatch_pop(None)
             self._crossed_last = self.crossed
             self.crossed = outer
-            self._seen_last = self.seen
+            seen, views = self.seen, self.views
+            if views:
+                # a tensor is seen when a view of it (of a view of it, …) was handed to an op;
+                # closed here, while the views are held, and then let go
+                for v in list(seen):
+                    while v in views and views[v][0] not in seen:
+                        v = views[v][0]
+                        seen.add(v)
+            self._seen_last = seen
             self.seen = outer_seen
+            self.views = outer_views
             self.depth -= 1
 
 
