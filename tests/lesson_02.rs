@@ -911,7 +911,9 @@ fn faster_must_follow_the_times_reported() {
     );
     obs.metrics.insert("verify.call1.faster".into(), answer);
     obs.metrics
-        .insert("verify.call1.truth.faster".into(), truth);
+        .insert("verify.call1.truth.faster".into(), truth.clone());
+    obs.metrics
+        .insert("verify.call1.truth.faster_held".into(), truth);
     assert_eq!(failing(&grade_obs(obs)), vec!["verify_speed"]);
     // and the whole recordings' work, not the same per step and per recording in both
     let mut obs = L.recorded("solution");
@@ -993,5 +995,52 @@ fn starter_fails_with_readable_reasons() {
     assert!(
         why.contains("NotImplementedError: TODO: profile_training("),
         "{why}"
+    );
+}
+
+/// `faster` is held to the truth unless the machine's load could have reversed what the call's
+/// profiles show (scenario.py `faster_held`): a step's wait for a CPU is an upper bound on what
+/// the load added to its op's self time. The rule itself, run in the course's Python on made-up
+/// recordings (self µs per recorded step, waits in seconds).
+#[test]
+fn faster_is_held_to_what_the_profiles_show_only_where_the_load_explains_it() {
+    let root = support::lesson::root();
+    let script = r#"
+import importlib.util, sys, types
+sys.path[:0] = ["exercises", "src/driver"]
+import lib as grade_lib
+sys.modules["grade_lib"] = grade_lib
+spec = importlib.util.spec_from_file_location("s02", "exercises/02-profiler/scenario.py")
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+def rec(b, c):
+    credited = [(i, "baseline", {}, 0) for i in range(len(b))] + [(10 + i, "candidate", {}, 1) for i in range(len(c))]
+    su = dict(enumerate(b))
+    su.update({10 + i: x for i, x in enumerate(c)})
+    return types.SimpleNamespace(credited=credited, self_us=su)
+print([
+    m.faster_held(rec([400] * 3, [100] * 3), {}, True),  # shown as it is
+    m.faster_held(rec([400] * 3, [100, 100, 5000]), {}, True),  # reversed, no wait: the truth
+    m.faster_held(rec([400] * 3, [100, 100, 5000]), {12: 0.0049}, True),  # reversed by a wait
+    m.faster_held(rec([400] * 3, [100, 100, 5000]), {12: 0.0010}, True),  # a wait too short
+    m.faster_held(rec([400, 5000, 400], [1600] * 3), {1: 0.0046}, False),  # the baseline waited
+    m.faster_held(rec([400, 5000, 400], [1600] * 3), {1: 0.0001}, False),
+    m.faster_held(None, {}, False),  # nothing recorded: the truth
+])
+"#;
+    let out = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg("-c")
+        .arg(script)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "[True, True, False, True, True, False, False]"
     );
 }

@@ -199,6 +199,33 @@ def whole_linear(a, b):
     return "yes" if not bad else "; ".join(bad[:4]) + (f"; … {len(bad) - 4} more" if len(bad) > 4 else "")
 
 
+def faster_held(rec, waits, truth):
+    """What `faster` is held to in one verify call: the truth, unless the machine's load could
+    have reversed what the call's profiles show. A profile's self time is wall time: a step
+    preempted inside its op's calls (a busy machine: other gradings, other jobs) reads slower than
+    its work, and a 4x-faster candidate measured in three steps has read slower than the baseline
+    beside three other gradings. The grader's reading of the recorded steps (torch's parse, the
+    figure `verify_times_agree` holds the reported times to) shows one variant faster; when that
+    is not the truth, and each variant's recorded steps waited for a CPU (`waits`: wall less cost
+    clock, inside the step) long enough on average to account for it, the answer is held to what
+    the profiles show, the number a careful student reads; otherwise to the truth. A submission
+    gains nothing by it: the reported times must still be the profile's, and `faster` must follow
+    them."""
+    mean = {}
+    for variant in ("baseline", "candidate"):
+        ks = [k for k, v, _, _ in (rec.credited if rec is not None else ()) if v == variant and k in rec.self_us]
+        if not ks:
+            return truth
+        mean[variant] = (sum(rec.self_us[k] for k in ks) / len(ks),
+                         sum(waits.get(k, 0.0) for k in ks) / len(ks) * 1e6)
+    (b, wb), (c, wc) = mean["baseline"], mean["candidate"]
+    shown = c < b
+    if shown == truth:
+        return truth
+    # could the work, each figure less its waits at most, be the truth?
+    return shown if (c - wc < b if truth else c > b - wb) else truth
+
+
 def steps_draw(choices):
     """The `steps` each profile_training() call is handed: two different values of `choices`,
     in an order drawn per grading (red team 25: `steps` ignored and 3 written in, while the
@@ -237,6 +264,7 @@ class CallRecord:
         # holds their writes (a with_stack profile lists them), and they are the grader's
         self.own = []
         self.settings = []  # what each recording stopped was made with (`profiler_settings`)
+        self.self_us = {}  # id -> the op's self time in a verify step seen recorded (torch's parse)
 
 
 class ProfilerWatch:
@@ -410,6 +438,7 @@ class ProfilerWatch:
                     if own is None:
                         own = self._self_times(result, names, activities)
                     self_us = sum(t for n in need for s, t in own.get(n, ()) if t0 <= s <= t1)
+                    rec.self_us[k] = self_us
                     self._event("recorded", id=k, variant=variant, ops=total, self_us=self_us)
             elif sum(ops.values()) > 0:  # some of its work, not all: not profiled, but in the profile
                 self._event("recorded_part", id=k, ops=sum(ops.values()))
@@ -1223,10 +1252,11 @@ class Lesson:
             body = off(products, not right, chunks=chunks)
             ids = itertools.count()  # step ids, shared by both steps of this verify call
             make_input, made = inputs()
+            waits = {}  # step id -> seconds the grader's process waited for a CPU inside it
 
             lease = ctx.lib.Lease("baseline_step()/candidate_step()", "verify()")
 
-            def wrap(role, body, ids=ids, make_input=make_input, made=made, lease=lease, op=op):
+            def wrap(role, body, ids=ids, make_input=make_input, made=made, lease=lease, op=op, waits=waits):
                 body, need = body
 
                 def step(x):
@@ -1261,10 +1291,14 @@ class Lesson:
                         fp = f"{fp}, not an input make_input() returned (step {k})"
                     ctx.event("step", id=k, variant=role, fp={"x": fp}, active=active)
                     acc = []
+                    w0, c0 = ctx.clock(), ctx.cost_clock()
                     # no graph: an output's grad_fn would name the ops that made it
                     with _sealed(ctx, lease), _no_grad():  # none of the submission's code runs inside
                         out = body(x, acc)
                     t1 = _now()
+                    # the wall clock less the cost clock: time spent runnable, waiting for a CPU
+                    # (the machine's load, `faster_held`)
+                    waits[k] = max(0.0, (ctx.clock() - w0) - (ctx.cost_clock() - c0))
                     if cuda:
                         _synchronize()
                         secs = sum(a.elapsed_time(b) for a, b in acc) / 1e3
@@ -1294,7 +1328,7 @@ class Lesson:
             finally:
                 _outputs.end()
                 ctx.trace = None
-                _watch.end()
+                rec = _watch.end()
                 ctx.traces[f"verify.{cand}"] = trace
             # a dict, not a subclass: its `get` is dict's own (red team 12: a `get()` of the
             # submission's ran after the call, with the steps it kept)
@@ -1314,6 +1348,7 @@ class Lesson:
                        else "no times reported")
             # the truth, sent after the call returned (the rubric holds each answer to it: `same_as`)
             ctx.metric(f"verify.{cand}.truth.faster", speed == "fast")
+            ctx.metric(f"verify.{cand}.truth.faster_held", faster_held(rec, waits, speed == "fast"))
             ctx.metric(f"verify.{cand}.truth.outputs_close", right)
             ctx.metric(f"verify.{cand}.candidate", f"{speed}_{'right' if right else 'wrong'}")
             ctx.metric(f"verify.{cand}.op", op)
