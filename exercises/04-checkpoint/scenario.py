@@ -161,7 +161,7 @@ class Lesson:
         whose blocks ran under `no_grad` beside a tensor of the wanted size (red team 9), are none
         of them."""
         seen = {}
-        for forward, nbytes in self.ctx.lib.hooked_forwards(trace, params):
+        for forward, nbytes in self.ctx.lib.hooked_forwards(trace, params, sized=True):
             # an "off" row's bytes from a forward that checkpointed nothing; an "on" row's from one
             # where every layer ran in a checkpoint or some layer in a checkpoint of its block (how
             # well is judged elsewhere; one checkpoint of nothing beside unwrapped blocks is
