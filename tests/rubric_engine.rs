@@ -169,6 +169,16 @@ fn ratio_with_zero_denominator_fails_with_reason() {
     let out = run("{ratio: {num: p.a, den: p.b, max: 1}}", &ev);
     assert!(!out.pass);
     assert!(out.why.en.contains("is 0"));
+    // with `when_zero`, the reason is the rubric's words for "nothing was measured"
+    let out = run(
+        "{ratio: {num: p.a, den: p.b, max: 1, when_zero: {zh: 没有测量, en: nothing measured}}}",
+        &ev,
+    );
+    assert!(!out.pass);
+    assert_eq!(
+        (out.why.zh.as_str(), out.why.en.as_str()),
+        ("没有测量", "nothing measured")
+    );
 }
 
 #[test]

@@ -14,13 +14,13 @@ pub fn evaluate(spec: &RatioSpec, env: &Env) -> Outcome {
         (Err(why), _) | (_, Err(why)) => return Outcome::missing(why, bound.clone()),
     };
     if den == 0.0 {
-        return Outcome::missing(
+        let why = spec.when_zero.clone().unwrap_or_else(|| {
             text!(
                 format!("分母 `{}` 为 0", spec.den),
                 format!("denominator `{}` is 0", spec.den)
-            ),
-            bound.clone(),
-        );
+            )
+        });
+        return Outcome::missing(why, bound.clone());
     }
     let r = num / den;
     if let Some(per) = &spec.per {

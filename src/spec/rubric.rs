@@ -264,6 +264,10 @@ pub struct RatioSpec {
     /// much more tokens/s moved than steps/s is the change in tokens per step, whatever the load).
     #[serde(default)]
     pub per: Option<PerRatio>,
+    /// What a zero `den` means, in the student's words, when the scenario writes 0 for "nothing
+    /// measured" (lesson 04's `hooked_bytes`); without it the reason names the metric.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_zero: Option<Text>,
 }
 
 /// See `RatioSpec::per`.
