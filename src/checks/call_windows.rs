@@ -275,12 +275,14 @@ pub fn evaluate(spec: &CallWindowsSpec, env: &Env) -> Outcome {
     let mut measured = Vec::new();
     let mut bad_zh = Vec::new();
     let mut bad_en = Vec::new();
+    let mut has_own = false; // some stream showed its median own time (the median clause)
     for name in names {
         let found = match judge(name, spec, env) {
             Ok(f) => f,
             Err(why) => return Outcome::missing(why, bound),
         };
         let short = name.rsplit('.').next().unwrap_or(name);
+        has_own |= found.own_median.is_some();
         let own = found
             .own_median
             .map(|s| format!(" ({} ms)", fmt_num(s * 1e3)))
@@ -295,7 +297,6 @@ pub fn evaluate(spec: &CallWindowsSpec, env: &Env) -> Outcome {
             bad_en.push(if many { format!("{short}: {en}") } else { en });
         }
     }
-    let has_own = spec.idle.as_ref().is_some_and(|i| i.median_s.is_some());
     let measured = text!(
         format!(
             "与窗口相符 {}{}",
