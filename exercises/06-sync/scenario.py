@@ -416,7 +416,7 @@ class Lesson:
                 # both sides under the same logging: torch's step loggers at their levels from
                 # before the submission existed (red team 27: a handler of the submission's on
                 # `torch.autograd.graph` burnt CPU in the baseline's backwards only)
-                with counter, self.ctx.lib.loggers_as_before():
+                with counter, self.ctx.lib.loggers_as_before(self.ctx):
                     t0 = clock()
                     logged = fns[who](model, batches, opt, log_every=log_every)
                     self.sync()

@@ -109,6 +109,51 @@ _LOG_LEVELS = tuple(lg.level for lg in _STEP_LOGGERS)  # when grade_lib is loade
 # `logging_progress` on it).
 _LOG_FLOORS = tuple(min(lg.getEffectiveLevel(), _logging.INFO) for lg in _STEP_LOGGERS)
 _FUNCTION_BASE = _function_len()  # TorchFunctionModes on the stack then (none: the grader's come later)
+# What logging itself keeps in each of them when grade_lib is loaded (their own `__dict__`): the
+# loggers are read only through it, never through an attribute lookup or a method, since any
+# attribute of a logger is the submission's to write (`logging.Logger` is writable in the course's
+# Python) and whatever it puts there would run inside the grader's own seconds (`_odd_loggers`).
+_LOG_DICTS = tuple(dict(lg.__dict__) for lg in _STEP_LOGGERS)
+_LOG_MANAGER = _logging.Logger.manager
+_LOG_PLAIN = {"level": (int,), "parent": None, "propagate": (bool, int), "disabled": (bool, int),
+              "handlers": (list,), "filters": (list,)}
+
+
+def _odd_loggers():
+    """(logger, what) for the loggers of `_STEP_LOGGERS` (torch's and their ancestors) holding what
+    logging itself never puts there, read from their own `__dict__` by exact type (no attribute
+    looked up, no method called: none of the submission's code runs here): a level, `propagate`
+    or `disabled` that is no plain number (an `int` subclass whose comparison runs code), a
+    `parent` other than the one it had (an object of the submission's with a `level` property),
+    an attribute of its own (a method set on the instance, shadowing logging's). Red team 35 ran a
+    spin inside every seal's entry both ways (`getEffectiveLevel()` compared the level and walked
+    the parents): seconds the grader booked as its own recording (`g`, left out of every window),
+    so each timed window carried a spin of any length that no idle rule saw."""
+    odd = []
+    for lg, base in zip(_STEP_LOGGERS, _LOG_DICTS):
+        for key, value in lg.__dict__.items():
+            kinds = _LOG_PLAIN.get(key, ())
+            if key not in base:
+                odd.append((lg, f"an attribute `{key}` of its own"))
+            elif kinds is None and value is not base[key]:
+                odd.append((lg, f"another `{key}`"))
+            elif kinds and type(value) not in kinds:
+                odd.append((lg, f"a `{key}` of type {type(value).__name__}"))
+            else:
+                continue
+            break
+    return odd
+
+
+def _effective_level(lg):
+    """`lg.getEffectiveLevel()`, read as logging computes it from the loggers' own `__dict__`s;
+    only for loggers `_odd_loggers` passed (their parents are then the step loggers they were)."""
+    while lg is not None:
+        d = lg.__dict__
+        if d["level"]:
+            return d["level"]
+        lg = d["parent"]
+    return _logging.NOTSET
 
 
 def _state_reads():
@@ -187,30 +232,49 @@ class loggers_as_before:
     (red team 27: a handler on `torch.autograd.graph` that burnt CPU in every backward of the
     baseline's timed calls, and in none of its own)."""
 
-    __slots__ = ("_levels",)
+    __slots__ = ("_ctx", "_levels", "_odd")
+
+    def __init__(self, ctx=None):
+        self._ctx = ctx  # to name a logger holding what logging never puts there (`_odd_loggers`)
 
     def __enter__(self):
         self._levels = []
-        if all(lg.getEffectiveLevel() >= floor for lg, floor in zip(_STEP_LOGGERS, _LOG_FLOORS)):
+        # a logger holding what logging never puts there is put back whole, as it was when
+        # grade_lib was loaded (its handlers list the same object: handlers added since stay),
+        # before anything of it is read; and named, since no logging set-up needs that
+        self._odd = []
+        for lg, what in _odd_loggers():
+            d = lg.__dict__
+            self._odd.append((lg, dict(d)))
+            d.clear()
+            d.update(_LOG_DICTS[_STEP_LOGGERS.index(lg)])
+            if self._ctx is not None:
+                self._ctx.tamper(f"torch's logger {d['name']!r} held {what} (logging itself keeps plain values "
+                                 "there): the submission's code would run inside the grader's own seconds")
+        if all(_effective_level(lg) >= floor for lg, floor in zip(_STEP_LOGGERS, _LOG_FLOORS)):
             return self  # nothing torch would log in a step more than before (`_LOG_FLOORS`)
         for lg, base in zip(_STEP_LOGGERS, _LOG_LEVELS):
-            if lg.level != base:
-                self._levels.append((lg, lg.level))
-                lg.level = base
+            level = lg.__dict__["level"]
+            if level != base:
+                self._levels.append((lg, level))
+                lg.__dict__["level"] = base
         if self._levels:
-            _logging.Logger.manager._clear_cache()
+            _LOG_MANAGER._clear_cache()
         return self
 
     @property
     def changed(self):
-        """Did it set a level aside (the submission had changed one)?"""
-        return bool(self._levels)
+        """Did it set a level or a logger aside (the submission had changed one)?"""
+        return bool(self._levels or self._odd)
 
     def __exit__(self, *exc):
         for lg, level in self._levels:
-            lg.level = level
-        if self._levels:
-            _logging.Logger.manager._clear_cache()
+            lg.__dict__["level"] = level
+        for lg, d in reversed(self._odd):
+            lg.__dict__.clear()
+            lg.__dict__.update(d)
+        if self._levels or self._odd:
+            _LOG_MANAGER._clear_cache()
         return False
 
 
@@ -282,7 +346,7 @@ class sealed:
         # logging: the loggers torch consults in a step (`_STEP_LOGGERS`) are at the levels they
         # had before the submission existed, so torch attaches no logging hooks (and no handler or
         # filter of the submission's behind them) to the step's backward (red team 19)
-        self._levels = loggers_as_before().__enter__()
+        self._levels = loggers_as_before(self._ctx).__enter__()
         # TorchFunctionModes the submission pushed around the call (`with torch.device(...)`, a
         # mode of its own: each one a Python call in every torch call of the body; red team 11:
         # sixteen nested device contexts around the eager calls only, their time booked as the
