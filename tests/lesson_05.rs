@@ -406,6 +406,98 @@ fn dynamo_settings_of_the_submission_never_reach_the_graders_compile() {
     );
 }
 
+/// Red team 35: what a submission set around a call it was handed never reaches the call. In the
+/// course's Python, on a made-up ctx: no logger makes a record inside a sealed call (a DEBUG
+/// handler of the submission's on dynamo's logger, which spun in every record of the grader's
+/// compile), the body runs in the environment of before the submission (an empty inductor cache
+/// folder set around the compiled first call), a step logger holding what logging never puts
+/// there (a parent of the submission's, read in every `getEffectiveLevel()`) is put back whole for
+/// the call, named to the integrity gate, and given back after, and nothing of the submission's is
+/// freed inside the seal (red team 36: a key of its own in a logger's cache, its generator's
+/// `finally` a spin, ran when the seal swept the caches).
+#[test]
+fn a_sealed_call_runs_without_the_submissions_logging_environment_or_loggers() {
+    let root = support::lesson::root();
+    let script = r#"
+import logging, os, sys, types
+sys.path[:0] = ["exercises", "src/driver"]
+import lib as grade_lib
+seen = []
+ctx = types.SimpleNamespace(granted=[0], tamper=seen.append, metric=lambda k, v: seen.append((k, v)),
+                            ProbeFailed=RuntimeError)
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append(record.getMessage())
+dynamo = logging.getLogger("torch._dynamo")
+dynamo.setLevel(logging.DEBUG)
+dynamo.addHandler(Keep())
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/nowhere"
+class Parent:
+    level = logging.DEBUG
+torch_log = logging.getLogger("torch")
+torch_log.__dict__["parent"] = Parent()  # as if written past the course's Python
+def spin():
+    try:
+        yield
+    finally:
+        records.append("freed")
+class Key:
+    def __init__(self):
+        self.gen = spin()
+        next(self.gen)
+    def __le__(self, other):
+        return False
+    def __ge__(self, other):
+        return False
+graph_log = logging.getLogger("torch.autograd.graph")
+graph_log.setLevel(logging.DEBUG)  # set aside for the call, its cache with it
+graph_log.isEnabledFor(Key())  # a key of the submission's in that cache: never freed by the grader
+with grade_lib.sealed(ctx):
+    dynamo.debug("inside"); dynamo.critical("inside")
+    inside = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__, graph_log.level)
+dynamo.debug("after")
+print(records, inside, (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__,
+                        graph_log.level))
+print([s if isinstance(s, tuple) else s.split(" held ")[0] for s in seen])
+"#;
+    let out = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg("-c")
+        .arg(script)
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "['after'] (None, 'RootLogger', 0) ('/nowhere', 'Parent', 10)\n\
+         [\"torch's logger 'torch'\", ('aside.environment', ['TORCHINDUCTOR_CACHE_DIR'])]"
+    );
+}
+
+/// ... and graded end to end: red team 35's environment was set aside (the evidence names it),
+/// and the grader's batch carrying dynamo's marks was run as the grader's own copy.
+#[test]
+fn red_team_35s_environment_and_marks_never_reach_the_graders_calls() {
+    let metrics = |name: &str| L.check().report(name)["evidence"]["metrics"].clone();
+    let env = metrics("redteam35_env_cold_cache");
+    let aside = env["aside.environment"].to_string();
+    assert!(aside.contains("TORCHINDUCTOR_CACHE_DIR"), "{aside}");
+    let marks = metrics("redteam35_mark_dynamic_input");
+    assert!(
+        marks["real.compiled.marked_inputs_set_aside"].as_u64() > Some(0),
+        "{}",
+        marks["real.compiled.marked_inputs_set_aside"]
+    );
+    let solution = metrics("solution");
+    assert!(solution["aside.environment"].is_null(), "{}", solution["aside.environment"]);
+    assert_eq!(solution["real.compiled.marked_inputs_set_aside"], 0);
+}
+
 #[test]
 fn recorded_starter_fails_what_expected_yaml_says() {
     let v = grade_obs(L.recorded("starter"));

@@ -123,16 +123,18 @@ def _draws(ctx, params):
     """Everything the grader draws, in draw order: per sim configuration its costs (and w, r, s),
     and the hidden summarize cases with their batch and seq_len. Called before the submission is
     imported (to record the answers) and again by the probes (to run them). The simulated costs
-    come from this process's secret (`_SIM_KEY`), not from the seed: the seed is torch's initial
+    and the hidden sets come from this process's secret (`_SIM_KEY`), not from the seed: the seed is torch's initial
     seed (`torch.initial_seed()`), readable by anyone, and the recipe is public (issue 38, round 4:
     the truth replayed from the seed)."""
-    rng = lambda probe: random.Random(f"{ctx.seed}:{probe}")  # noqa: E731
     sim_rng = random.Random(f"{_SIM_KEY}:sim")
     sim = {}
     for cfg in ("a", "b"):
         w, r, s = Lesson.config(params["sim"][cfg])
         sim[cfg] = (w, r, s, Lesson.draw_costs(ctx.lib.ticks, sim_rng, w, r, s))
-    sum_rng = rng("summarize")
+    # the hidden sets too, from this process's secret: from the seed, a summarize() could replay
+    # them at import and hand back answers queued in call order without reading its arguments
+    # (red team 35's `summarize_replay`)
+    sum_rng = random.Random(f"{_SIM_KEY}:summarize")
     cases = {}
     for name, samples in Lesson.hidden_cases(sum_rng).items():
         batch = sum_rng.choice([1, 2, 4, 8, 16, 32])
@@ -398,15 +400,20 @@ class Lesson:
 
     @staticmethod
     def hidden_cases(rng):
-        """Sample sets the submission has never seen, drawn from the seed (seconds per step)."""
+        """Sample sets the submission has never seen (seconds per step). Their sizes reach past
+        the real (3) and shapes (12) probes': every grading has a set of 13 or more, and every other
+        one a set of 4 (red team 35's `summarize_untested` was right only for the sizes the grader
+        used, 1–3 and 5–12, and passed)."""
         u = lambda: rng.uniform(1e-3, 2e-2)  # noqa: E731
         base = rng.uniform(3e-3, 8e-3)
         ties = sorted(round(rng.uniform(1e-3, 2e-2), 4) for _ in range(3))  # middle value 4×
+        n_even = rng.choice([4, rng.randrange(14, 41, 2)])
+        n_odd = rng.randrange(13, 40, 2) if n_even == 4 else rng.randrange(3, 12, 2)
         cases = {
-            "odd": [u() for _ in range(rng.choice([5, 7, 9]))],
-            "even": [u() for _ in range(rng.choice([6, 8, 10]))],
+            "odd": [u() for _ in range(n_odd)],
+            "even": [u() for _ in range(n_even)],
             "ties": [ties[0]] * 2 + [ties[1]] * 4 + [ties[2]] * 2,
-            "outliers": [base * rng.uniform(0.95, 1.05) for _ in range(rng.choice([9, 10, 11]))],
+            "outliers": [base * rng.uniform(0.95, 1.05) for _ in range(rng.randint(9, 30))],
             "single": [u()],
             "two": [u(), u()],
         }

@@ -259,6 +259,11 @@ def _see_inputs(call, args):
     return seen
 
 
+# What `torch._dynamo.mark_dynamic` and its kin hang on a tensor (read by dynamo at a compile)
+_DYNAMO_MARKS = ("_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices", "_dynamo_static_indices",
+                 "_dynamo_unbacked_indices")
+
+
 def _fed(x, batch):
     """`batch` when a call of time_calls()' `fn` was fed the grader's batch (a plain tensor equal
     to the grader's own copy), `shape` for a tensor of another shape (a slice: another call's
@@ -694,13 +699,20 @@ class Lesson:
                 # dynamo then ran eagerly is not served (below)
                 if compiled and k == 0:
                     _dynamo_as_before(theirs, restored)
-                ctx.event("step", id=k, inputs={"idx": _fed(x, batch)})
+                fed = _fed(x, batch)
+                ctx.event("step", id=k, inputs={"idx": fed})
+                if fed == "batch" and x is not batch and any(hasattr(x, a) for a in _DYNAMO_MARKS):
+                    marked[0] += 1
+                # the grader's batch is run as the grader's own copy: what the submission hung on
+                # the tensor it handed in (dynamo's dynamic-dimension marks: red team 35 compiled the
+                # grader's model as a dynamic graph, 11–33 s a first call against 1.5) stays on its
+                # tensor; values, shape, dtype and device are the same (`_fed`)
                 runs, blocks = _SERVE["runs"], _EAGER["runs"]
                 _EAGER["on"] = compiled
                 t0 = ctx.clock()
                 try:
                     with torch.no_grad():
-                        out = m(x)
+                        out = m(batch if fed == "batch" else x)
                     self.sync()
                 finally:
                     _EAGER["on"] = False
@@ -734,6 +746,7 @@ class Lesson:
         # of a deep recursion entered fn, were counted, and died in the model's forward, so only
         # the first call's number was ever held to a window and the rest were made up)
         entered, finished = [0], [0]
+        marked = [0]  # calls fed the grader's batch on a tensor carrying dynamo's marks (not run)
         try:
             with lease:
                 result = time_calls(fn, self.idx.clone(), sync=sync, calls=calls)
@@ -741,6 +754,7 @@ class Lesson:
             ctx.trace = None
             ctx.traces[f"real.{name}"] = trace
             ctx.metric(f"real.{name}.calls_made", made[0])
+            ctx.metric(f"real.{name}.marked_inputs_set_aside", marked[0])
             for k, v in theirs.items() if compiled else ():
                 setattr(_dynamo_config, k, v)
             if compiled:  # the settings of the submission's the grader's calls ran without

@@ -292,14 +292,26 @@ def _install_clocks(ctx):
     returned, so the grader rebuilds every window's duration. A read a library makes for itself
     (`_reads_for_itself`: a `logging` record's stamp) is not the submission's. During a
     virtual-time probe the submission's reads return the simulated device's clock instead."""
+    import logging
     import timeit
+
+    # logging's own stamps (a record's `created`, `msecs`, `relativeCreated`) are whole seconds:
+    # they are nobody's reads, never recorded, and a record is the submission's to make and read,
+    # so a finer stamp was a clock no window saw (red teams 26, 35, 36: spins paced on
+    # `logging.LogRecord(...).created`, the simulated device told apart by it). A log line shows
+    # its second as before; its milliseconds read 000
+    logging_file = logging.__file__
 
     for name, (family, ns) in CLOCKS.items():
         real = getattr(time, name)
 
         def clock(_real=real, _family=family, _ns=ns):
             # a library reading the clock for itself (logging's record stamps) is nobody's
-            mine = not _reads_for_itself(sys._getframe(1).f_code.co_filename) and _from_submission()
+            caller = sys._getframe(1).f_code.co_filename
+            if caller == logging_file:
+                value = _real()
+                return value - value % 1_000_000_000 if _ns else float(int(value))
+            mine = not _reads_for_itself(caller) and _from_submission()
             stamped = mine and ctx.trace is not None
             if mine and not stamped and ctx.watch is not None:
                 ctx.watch.check("during a clock read")

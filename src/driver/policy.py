@@ -118,6 +118,8 @@ _RULES = {}  # module name -> _Rule
 _BASES = set()  # classes a submission's class may derive from
 _WRITABLE_MODULES = ()  # dotted prefixes whose attributes a submission may set
 _WRITABLE_TYPES = ()  # types whose public attributes a submission may set on any instance
+_WRITABLE_ATTRS = {}  # of those, type -> {attribute: exact value types}: only these, only so
+_PLAIN_TYPES = {"int": int, "bool": bool, "float": float, "str": str}
 _HINTS = {}  # dotted prefix -> (zh, en): what to use instead
 _DENIED = {}  # attribute name -> classes whose attribute of that name is refused (`denied:`)
 _OWN_CLASSES = set()
@@ -140,12 +142,20 @@ def configure(policy, files):
             _BASES.add(obj)
     writable_types = []
     mods = []
+    _WRITABLE_ATTRS.clear()
     for dotted in policy.get("writable") or ():
         obj = _resolve(dotted)
         if isinstance(obj, type):
             writable_types.append(obj)
         else:
             mods.append(dotted)
+    # `settings:` types whose instances may have only these attributes set, each to a value of
+    # exactly one of its plain types
+    for dotted, attrs in (policy.get("settings") or {}).items():
+        obj = _resolve(dotted)
+        if isinstance(obj, type):
+            writable_types.append(obj)
+            _WRITABLE_ATTRS[obj] = {a: tuple(_PLAIN_TYPES[t] for t in ts) for a, ts in attrs.items()}
     _WRITABLE_MODULES = tuple(mods)
     _WRITABLE_TYPES = tuple(writable_types)
     _DENIED.clear()
@@ -495,8 +505,41 @@ def _write_(obj, name=None):
     if isinstance(obj, type):
         refuse(what, "不能修改不是你定义的类（猴子补丁）", "you may not change a class you did not write (monkey-patching)")
     if _WRITABLE_TYPES and isinstance(obj, _WRITABLE_TYPES):
+        for cls, attrs in _WRITABLE_ATTRS.items():
+            if isinstance(obj, cls):
+                if name not in attrs:
+                    refuse(what, f"{_describe(cls)} 只能设置这些属性：{', '.join(attrs)}",
+                           f"of a {_describe(cls)} only these may be set: {', '.join(attrs)}")
+                return _PlainWrite(obj, attrs[name], what)
         return obj
     refuse(what, "不能修改不是你创建的对象的属性", "you may not set attributes of an object you did not make")
+
+
+class _PlainWrite:
+    """The object of `obj.name = v` where only plain values may go (`writable:` with attributes):
+    `v` of exactly one of `kinds`, so that nothing of the submission's runs where the value is read
+    (red team 35: a logger's `parent` of its own with a `level` property, read by logging inside the
+    grader's own seconds). Reading through it reads `obj` (`obj.name += 1`); `del` is refused."""
+
+    __slots__ = ("_obj", "_kinds", "_what")
+
+    def __init__(self, obj, kinds, what):
+        object.__setattr__(self, "_obj", obj)
+        object.__setattr__(self, "_kinds", kinds)
+        object.__setattr__(self, "_what", what)
+
+    def __getattr__(self, name):
+        return _real_getattr(object.__getattribute__(self, "_obj"), name)
+
+    def __setattr__(self, name, value):
+        if type(value) not in object.__getattribute__(self, "_kinds"):
+            kinds = " / ".join(k.__name__ for k in object.__getattribute__(self, "_kinds"))
+            refuse(f"{object.__getattribute__(self, '_what')} = {type(value).__name__}(…)",
+                   f"这里只能放普通的 {kinds}", f"only a plain {kinds} may go here")
+        _real_setattr(object.__getattribute__(self, "_obj"), name, value)
+
+    def __delattr__(self, name):
+        refuse(f"del {object.__getattribute__(self, '_what')}", "不能删除这个属性", "this attribute cannot be deleted")
 
 
 def _getitem_(obj, key):
@@ -590,8 +633,30 @@ def _build_class(func, name, *bases, **kwargs):
             refuse(what, "不能继承这个类（课程允许继承的基类见 README）",
                    "your classes may not derive from this class (the course's allowed bases are in the README)")
     cls = _real_build_class(func, name, *bases)
+    if issubclass(cls, (int, float, complex)):
+        own = sorted(k for k in cls.__dict__ if k in _NUMBER_PROTOCOL)
+        if own:
+            refuse(f"class {name}({', '.join(_describe(b) for b in bases)}): {', '.join(own)}",
+                   "数字类型（int、float、complex 及 IntEnum）的子类不能定义比较、运算或转换：评分器和 torch 比较、"
+                   "读取这个数时会运行你的代码；请直接用普通的数",
+                   "a subclass of a number type (int, float, complex, IntEnum) may not define comparisons, "
+                   "arithmetic or conversions: your code would run wherever the grader or torch compares or reads "
+                   "the number; use the plain number")
     _OWN_CLASSES.add(cls)
     return cls
+
+
+# What makes a number run code where it is read (red team 35: a logger level of an `int` subclass
+# whose `__ge__` spun inside every comparison logging made, in the grader's own seconds).
+_NUMBER_PROTOCOL = frozenset(
+    f"__{n}__" for n in (
+        "eq ne lt le gt ge hash bool index int float complex trunc floor ceil round neg pos abs invert "
+        "getattribute getattr add sub mul matmul truediv floordiv mod divmod pow lshift rshift and or xor"
+    ).split()
+) | frozenset(
+    f"__{p}{n}__" for p in ("r", "i") for n in
+    "add sub mul matmul truediv floordiv mod divmod pow lshift rshift and or xor".split()
+)
 
 
 def _base_ok(base):

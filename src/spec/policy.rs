@@ -21,6 +21,11 @@ pub struct Policy {
     /// attributes, a submission may set.
     #[serde(default)]
     pub writable: Vec<String>,
+    /// Dotted names of types whose instances may have only the attributes named set, each to a
+    /// value of exactly one of its plain types (`int`, `bool`, `float`, `str`): a logger's level,
+    /// never an object whose comparison runs the submission's code where logging reads it.
+    #[serde(default)]
+    pub settings: BTreeMap<String, BTreeMap<String, Vec<String>>>,
     /// Dotted names of class attributes refused although public (`torch.profiler.profile.
     /// toggle_collection_dynamic`: a profiler that stops collecting while it looks active).
     #[serde(default)]
@@ -53,6 +58,12 @@ impl Policy {
         }
         out.bases.extend(lesson.bases.iter().cloned());
         out.writable.extend(lesson.writable.iter().cloned());
+        for (ty, attrs) in &lesson.settings {
+            out.settings
+                .entry(ty.clone())
+                .or_default()
+                .extend(attrs.iter().map(|(a, t)| (a.clone(), t.clone())));
+        }
         out.denied.extend(lesson.denied.iter().cloned());
         out.hints
             .extend(lesson.hints.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -83,9 +94,34 @@ impl Policy {
                 }
             }
         }
-        for b in self.bases.iter().chain(&self.writable).chain(&self.denied) {
+        for b in self
+            .bases
+            .iter()
+            .chain(&self.writable)
+            .chain(&self.denied)
+            .chain(self.settings.keys())
+        {
             if !dotted(b) {
                 return Some((b.clone(), format!("`{b}` is not a dotted name")));
+            }
+        }
+        for (ty, attrs) in &self.settings {
+            for (attr, types) in attrs {
+                if !dotted(attr) || attr.contains('.') || attr.starts_with('_') {
+                    return Some((
+                        attr.clone(),
+                        format!("`{attr}` in settings.{ty} is not a public attribute name"),
+                    ));
+                }
+                if let Some(t) = types
+                    .iter()
+                    .find(|t| !["int", "bool", "float", "str"].contains(&t.as_str()))
+                {
+                    return Some((
+                        t.clone(),
+                        format!("`{t}` in settings.{ty}.{attr} is not int, bool, float or str"),
+                    ));
+                }
             }
         }
         None

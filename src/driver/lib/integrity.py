@@ -3,6 +3,7 @@
 `Lease` (a handed-over function belongs to one call)."""
 import gc as _gc
 import logging as _logging
+import os as _os
 import sys as _sys
 
 import numpy as _np
@@ -114,7 +115,61 @@ _FUNCTION_BASE = _function_len()  # TorchFunctionModes on the stack then (none: 
 # attribute of a logger is the submission's to write (`logging.Logger` is writable in the course's
 # Python) and whatever it puts there would run inside the grader's own seconds (`_odd_loggers`).
 _LOG_DICTS = tuple(dict(lg.__dict__) for lg in _STEP_LOGGERS)
-_LOG_MANAGER = _logging.Logger.manager
+_SEALED = [0]  # sealed bodies running now (`sealed`): no logger makes a record inside one
+
+
+def _quiet_while_sealed(is_enabled_for):
+    """logging's own `Logger.isEnabledFor`, answering False inside a sealed body: every record a
+    logger makes (`debug()` … `log()`, torch's own checks) asks it first, and a logger's attributes
+    are only `level`, `propagate` and `disabled` to the course's Python, so none shadows it."""
+
+    def isEnabledFor(self, level):
+        if _SEALED[0]:
+            return False
+        return is_enabled_for(self, level)
+
+    isEnabledFor.__doc__ = is_enabled_for.__doc__
+    isEnabledFor.grade_quiet = True
+    return isEnabledFor
+
+
+if not getattr(_logging.Logger.isEnabledFor, "grade_quiet", False):
+    _logging.Logger.isEnabledFor = _quiet_while_sealed(_logging.Logger.isEnabledFor)
+# The process's environment when grade_lib is loaded (os.environ's own table, bytes to bytes):
+# libraries read it at run time (inductor its cache folder at every compile), so a call the grader
+# hands over runs in this one (red team 35: `TORCHINDUCTOR_CACHE_DIR` pointed at an empty folder
+# around the compiled first call only, the grader's compile made cold: 15–21 s against 1.5)
+_ENV = _os.environ._data
+_ENV_BASE = [dict(_ENV)]  # ... with torch's private names as torch left them inside the calls
+_putenv, _unsetenv = _os.putenv, _os.unsetenv
+_ENV_NOTED = []
+
+
+def _adopt_torch_env():
+    """After a sealed body: what it left under a private name (inductor writes
+    `_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR` at a compile) is the environment the next body runs
+    in; any other name it changed is not adopted (a write made inside a body is not known to be
+    torch's), so the next body runs without it."""
+    base = _ENV_BASE[0]
+    if _ENV == base:
+        return
+    for k in _ENV.keys() | base.keys():
+        if k[:1] == b"_":
+            if k in _ENV:
+                base[k] = _ENV[k]
+            else:
+                base.pop(k, None)
+
+
+def _set_env(table):
+    """os.environ (and the C library's environment under it) as `table`."""
+    for k in _ENV.keys() - table.keys():
+        _unsetenv(k)
+    for k, v in table.items():
+        if _ENV.get(k) != v:
+            _putenv(k, v)
+    _ENV.clear()
+    _ENV.update(table)
 _LOG_PLAIN = {"level": (int,), "parent": None, "propagate": (bool, int), "disabled": (bool, int),
               "handlers": (list,), "filters": (list,)}
 
@@ -253,13 +308,16 @@ class loggers_as_before:
                                  "there): the submission's code would run inside the grader's own seconds")
         if all(_effective_level(lg) >= floor for lg, floor in zip(_STEP_LOGGERS, _LOG_FLOORS)):
             return self  # nothing torch would log in a step more than before (`_LOG_FLOORS`)
+        # a level set aside comes with a cache of its own (logging caches `isEnabledFor` per
+        # logger): the submission's cache is kept whole and given back, never cleared, so nothing
+        # it keyed there is freed inside the grader's seconds (red team 36: a key of its own whose
+        # freeing finalized a generator, its `finally` a spin, when the caches were swept)
         for lg, base in zip(_STEP_LOGGERS, _LOG_LEVELS):
-            level = lg.__dict__["level"]
+            d = lg.__dict__
+            level = d["level"]
             if level != base:
-                self._levels.append((lg, level))
-                lg.__dict__["level"] = base
-        if self._levels:
-            _LOG_MANAGER._clear_cache()
+                self._levels.append((lg, level, d["_cache"]))
+                d["level"], d["_cache"] = base, {}
         return self
 
     @property
@@ -268,13 +326,11 @@ class loggers_as_before:
         return bool(self._levels or self._odd)
 
     def __exit__(self, *exc):
-        for lg, level in self._levels:
-            lg.__dict__["level"] = level
+        for lg, level, cache in reversed(self._levels):
+            lg.__dict__["level"], lg.__dict__["_cache"] = level, cache
         for lg, d in reversed(self._odd):
             lg.__dict__.clear()
             lg.__dict__.update(d)
-        if self._levels or self._odd:
-            _LOG_MANAGER._clear_cache()
         return False
 
 
@@ -296,8 +352,8 @@ class sealed:
     attempt, whether or not it was kept out. So is another intra-op thread count: the body runs
     on the graded one (put back for it), and a step timed on another is not the step graded."""
 
-    __slots__ = ("_ctx", "_gc", "_hooks", "_lease", "_levels", "_modes", "_saved", "_subclass", "_switches",
-                 "_threads")
+    __slots__ = ("_ctx", "_env", "_gc", "_hooks", "_lease", "_levels", "_modes", "_saved",
+                 "_subclass", "_switches", "_threads")
 
     def __init__(self, ctx, lease=None):
         self._ctx = ctx
@@ -347,6 +403,26 @@ class sealed:
         # had before the submission existed, so torch attaches no logging hooks (and no handler or
         # filter of the submission's behind them) to the step's backward (red team 19)
         self._levels = loggers_as_before(self._ctx).__enter__()
+        # ... and no logger makes a record while the body runs (`_SEALED`, read by logging's own
+        # `isEnabledFor`): a handler or filter of the submission's on any of torch's loggers
+        # (dynamo's, inductor's: ~370 of them once compiled) would run inside the grader's call,
+        # timed as its work (red team 35: a DEBUG handler that spun in every record of the grader's
+        # compile, first call 10.8 s against 1.5; another that changed dynamo's settings
+        # mid-compile). What torch logs in a step is no part of the step's work. A flag, not
+        # `logging.disable`: that sweeps every logger's cache, whose keys (and their finalizers)
+        # and whose length are the submission's to choose (red team 36)
+        _SEALED[0] += 1
+        # ... in the environment of before the submission existed (`_ENV_BASE`: inductor writes
+        # its cache folder into it at its first compile, inside a call)
+        self._env = None
+        if _ENV != _ENV_BASE[0]:
+            self._env = dict(_ENV)
+            _set_env(_ENV_BASE[0])
+            if not _ENV_NOTED:  # evidence, once: the names it changed (`aside.environment`)
+                _ENV_NOTED.append(True)
+                changed = sorted((self._env.keys() ^ _ENV.keys()) | {k for k in self._env.keys() & _ENV.keys()
+                                                                      if self._env[k] != _ENV[k]})
+                self._ctx.metric("aside.environment", [k.decode(errors="replace") for k in changed])
         # TorchFunctionModes the submission pushed around the call (`with torch.device(...)`, a
         # mode of its own: each one a Python call in every torch call of the body; red team 11:
         # sixteen nested device contexts around the eager calls only, their time booked as the
@@ -364,7 +440,7 @@ class sealed:
         """Did this seal set aside anything the submission put around the call (another thread
         count, a switch, a global module hook, a logger level, a TorchFunctionMode)? Its seconds
         doing so (and putting it back) are then the submission's (`handed`)."""
-        return bool(self._switches or self._hooks or self._levels.changed or self._modes
+        return bool(self._switches or self._hooks or self._levels.changed or self._modes or self._env is not None
                     or self._threads != _BASELINE.get(_THREADS_ITEM, self._threads))
 
     def __exit__(self, *exc):
@@ -375,6 +451,10 @@ class sealed:
             for d, kept in self._hooks:
                 d.update(kept)
             self._levels.__exit__()
+            _adopt_torch_env()
+            if self._env is not None:
+                _set_env(self._env)
+            _SEALED[0] -= 1
             if _get_threads() != self._threads:
                 _set_threads(self._threads)
             for write, value in reversed(self._switches):
