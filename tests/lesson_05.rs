@@ -494,7 +494,11 @@ fn red_team_35s_environment_and_marks_never_reach_the_graders_calls() {
         marks["real.compiled.marked_inputs_set_aside"]
     );
     let solution = metrics("solution");
-    assert!(solution["aside.environment"].is_null(), "{}", solution["aside.environment"]);
+    assert!(
+        solution["aside.environment"].is_null(),
+        "{}",
+        solution["aside.environment"]
+    );
     assert_eq!(solution["real.compiled.marked_inputs_set_aside"], 0);
 }
 
