@@ -8,7 +8,7 @@
 //! bands (`band: true`) its entry leaves out, nor to the criteria its entry names `either:`
 //! (`{fail: [...], either: [...]}`: a verdict its mistake leaves to what the grading draws, a
 //! model shape from the seed; `selftest::Graded::either`); `{either: [...]}` alone: at least one
-//! of them must fail.
+//! of them must fail; `{may: [...]}`: a fixture that fails nothing else may fail these.
 use crate::course::Course;
 use crate::device::Device;
 use crate::error::GradeError;
@@ -41,6 +41,12 @@ pub struct Fails {
     /// row). A fixture that must pass (`[]`) is held to every criterion.
     #[serde(default)]
     pub either: Vec<String>,
+    /// Criteria a fixture that fails nothing else may pass or fail: a cheat the grader has made
+    /// honest but for a chance it cannot rule out (lesson 04's `redteam22_logrecord_select`: its
+    /// hidden clock is logging's stamp, whole seconds now, and leaves a step out of its windows
+    /// only when a second's boundary falls inside it).
+    #[serde(default)]
+    pub may: Vec<String>,
     /// `refused`: the course's Python refuses it before it runs; every criterion fails.
     #[serde(skip)]
     pub refused: bool,
@@ -98,10 +104,17 @@ impl Fails {
     }
     /// What it is not held to on `device` besides the rubric's bands: its `either:` criteria.
     pub fn either_on(&self, device: Device, rubric: &Rubric) -> Vec<String> {
+        Self::applicable(&self.either, device, rubric)
+    }
+    /// Its `may:` criteria on `device` (not held to either; never "one of").
+    pub fn may_on(&self, device: Device, rubric: &Rubric) -> Vec<String> {
+        Self::applicable(&self.may, device, rubric)
+    }
+    fn applicable(ids: &[String], device: Device, rubric: &Rubric) -> Vec<String> {
         rubric
             .criteria
             .iter()
-            .filter(|c| self.either.contains(&c.id) && applies(c, device))
+            .filter(|c| ids.contains(&c.id) && applies(c, device))
             .map(|c| c.id.clone())
             .collect()
     }
@@ -190,19 +203,30 @@ impl Expected {
                     return Err(at_key(c, format!("`{key}`: `{c}` is listed twice")));
                 }
             }
-            for c in &fails.either {
+            for (c, field) in fails
+                .either
+                .iter()
+                .map(|c| (c, "either"))
+                .chain(fails.may.iter().map(|c| (c, "may")))
+            {
                 if !known.contains(c.as_str()) {
                     return Err(at_key(
                         c,
-                        format!("`{key}`: unknown criterion `{c}` under `either:`"),
+                        format!("`{key}`: unknown criterion `{c}` under `{field}:`"),
                     ));
                 }
                 if !seen.insert(c) {
                     return Err(at_key(
                         c,
-                        format!("`{key}`: `{c}` is both to fail and `either:`; name it once"),
+                        format!("`{key}`: `{c}` is both to fail and `{field}:`; name it once"),
                     ));
                 }
+            }
+            if !fails.may.is_empty() && (fails.all().next().is_some() || !fails.either.is_empty()) {
+                return Err(at_key(
+                    &fails.may[0],
+                    format!("`{key}`: `may:` is for a fixture that fails nothing else (use `either:` beside `fail:`)"),
+                ));
             }
             match key.as_str() {
                 SOLUTION if fails.all().next().is_some() => {

@@ -279,7 +279,10 @@ fn plan(
                     expected::bands_not_held(&p.spec.rubric, held, opts.device)
                 })
                 .unwrap_or_default();
-            for c in declared {
+            let may = fails
+                .map(|f| f.may_on(opts.device, &p.spec.rubric))
+                .unwrap_or_default();
+            for c in declared.into_iter().chain(may) {
                 if !either.contains(&c) {
                     either.push(c);
                 }
