@@ -219,7 +219,7 @@ class Lesson:
     def clean(self, where):
         """Fail when global state (a saved-tensors hook, a mode, grad mode, …) differs from before
         the submission was imported; it is put back first (`lib.leftover_state`)."""
-        left = self.ctx.lib.leftover_state()
+        left = self.ctx.lib.leftover_state(profiler=True)
         if left:
             raise ProbeFailed(
                 f"before {where}: the submission left {'; '.join(left)} (a call of the submission must "
@@ -231,7 +231,7 @@ class Lesson:
         state the grader's own work runs under as it was before the import."""
         self.clean(what)
         out = fn(*args, **kwargs)
-        left = self.ctx.lib.leftover_state()
+        left = self.ctx.lib.leftover_state(profiler=True)
         if left:
             raise ProbeFailed(
                 f"{what} left {'; '.join(left)} behind when it returned: a call of the submission must "

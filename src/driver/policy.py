@@ -120,6 +120,7 @@ _WRITABLE_MODULES = ()  # dotted prefixes whose attributes a submission may set
 _WRITABLE_TYPES = ()  # types whose public attributes a submission may set on any instance
 _WRITABLE_ATTRS = {}  # of those, type -> {attribute: exact value types}: only these, only so
 _PLAIN_TYPES = {"int": int, "bool": bool, "float": float, "str": str}
+_PLAIN_SETTINGS = (bool, int, float, str, type(None))  # what a writable module's attribute may be set to
 _HINTS = {}  # dotted prefix -> (zh, en): what to use instead
 _DENIED = {}  # attribute name -> classes whose attribute of that name is refused (`denied:`)
 _OWN_CLASSES = set()
@@ -500,7 +501,11 @@ def _write_(obj, name=None):
         rule = _RULES.get(obj.__name__)
         if _WRITABLE_MODULES and obj.__name__.startswith(_WRITABLE_MODULES) and rule is not None \
                 and rule.allows(name):
-            return obj
+            # a setting, so a plain value: an object of the submission's there runs its code
+            # wherever torch reads or compares the setting (red team 37: a dynamo setting whose
+            # `__bool__` spun inside the grader's compile; `torch.backends.mkldnn.is_available`
+            # rebound to a function of its own, called by inductor inside it)
+            return _PlainWrite(obj, _PLAIN_SETTINGS, what)
         refuse(what, "不能修改不是你定义的模块（猴子补丁）", "you may not change a module you did not write (monkey-patching)")
     if isinstance(obj, type):
         refuse(what, "不能修改不是你定义的类（猴子补丁）", "you may not change a class you did not write (monkey-patching)")

@@ -78,7 +78,33 @@ def _cuda_switches():
 # booked as the step's; bf16 autocast, mkldnn off, deterministic kernels, flushed denormals or
 # another matmul precision around the timed windows only: another workload timed than the one
 # graded); what it set is put back after.
+def _fp32_keys():
+    """(backend, op) of torch's fp32 precision settings (`torch.backends.*.fp32_precision`) this
+    build reads."""
+    keys = []
+    for backend in ("generic", "cuda", "mkldnn"):
+        for op in ("all", "matmul", "conv", "rnn"):
+            try:
+                _C._get_fp32_precision_getter(backend, op)
+            except Exception:  # noqa: BLE001 - not in this build
+                continue
+            keys.append((backend, op))
+    return tuple(keys)
+
+
+_FP32 = _fp32_keys()
+
+
+def _set_fp32(values):
+    for (backend, op), v in zip(_FP32, values):  # generic first, each backend's `all` before its ops
+        _C._set_fp32_precision_setter(backend, op, v)
+
+
 _SWITCHES = (
+    # first: a mix of these and the legacy matmul precision makes that one's read raise. They are
+    # part of inductor's cache key (red team 37: `torch.backends.cudnn.fp32_precision = "ieee"` on
+    # a CPU made every compile of the grader's cold, 3.5-4.3 s against 1.5)
+    ("fp32 precision", lambda: tuple(_C._get_fp32_precision_getter(b, o) for b, o in _FP32), _set_fp32),
     ("grad", _grad_enabled, _set_grad_enabled),
     ("anomaly", lambda: (_anomaly(), _anomaly_nan()), lambda v: _set_anomaly(*v)),
     ("autocast cpu", lambda: _autocast_on("cpu"), lambda v: _set_autocast("cpu", v)),
@@ -260,11 +286,18 @@ def global_state():
 _BASELINE = global_state()  # when grade_lib is loaded, before the submission is imported
 
 
-def leftover_state(baseline=None):
+_PROFILER_ITEM = "torch's profiler recording (a profile started and not stopped)"
+
+
+def leftover_state(baseline=None, profiler=False):
     """What differs from `baseline` (the state when grade_lib was loaded, before the submission was
     imported) now: a list of what, each put back where it can be (a hook popped, a mode popped, a
     switch reset). The caller fails the call that left it: the grader's next step must not run
-    under it."""
+    under it. `profiler`: also a recording of torch's profiler running, for a caller whose next
+    work is the grader's own measurement with none of its own profiles open (lesson 01's
+    reference steps; red team 37 left a profile recording from the end of each measure() call to
+    the start of the next: the grader's steps ran profiled, 1.6-2.5x slower, both edges of
+    `real_agrees`' band moved). Not put back: the profile is the submission's to stop."""
     baseline = _BASELINE if baseline is None else baseline
     left = []
     for what, value, restore in _state_reads():
@@ -275,6 +308,8 @@ def leftover_state(baseline=None):
                     restore(baseline[what])
                 except Exception:  # noqa: BLE001 - still reported (and failed) as left behind
                     pass
+    if profiler and torch._C._autograd._profiler_enabled():
+        left.append(_PROFILER_ITEM)
     return left
 
 
