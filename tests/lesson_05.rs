@@ -414,7 +414,8 @@ fn dynamo_settings_of_the_submission_never_reach_the_graders_compile() {
 /// there (a parent of the submission's, read in every `getEffectiveLevel()`) is put back whole for
 /// the call, named to the integrity gate, and given back after, and nothing of the submission's is
 /// freed inside the seal (red team 36: a key of its own in a logger's cache, its generator's
-/// `finally` a spin, ran when the seal swept the caches).
+/// `finally` a spin, ran when the seal swept the caches), and torch's fp32 precision settings are
+/// as before the submission (red team 37: one made every compile of the grader's cold).
 #[test]
 fn a_sealed_call_runs_without_the_submissions_logging_environment_or_loggers() {
     let root = support::lesson::root();
@@ -453,12 +454,15 @@ class Key:
 graph_log = logging.getLogger("torch.autograd.graph")
 graph_log.setLevel(logging.DEBUG)  # set aside for the call, its cache with it
 graph_log.isEnabledFor(Key())  # a key of the submission's in that cache: never freed by the grader
+import torch
+torch.backends.cudnn.fp32_precision = "ieee"  # a key of inductor's cache (red team 37)
+fp32 = lambda: torch._C._get_fp32_precision_getter("cuda", "matmul")
 with grade_lib.sealed(ctx):
     dynamo.debug("inside"); dynamo.critical("inside")
-    inside = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__, graph_log.level)
+    inside = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__, graph_log.level, fp32())
 dynamo.debug("after")
 print(records, inside, (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__,
-                        graph_log.level))
+                        graph_log.level, fp32()))
 print([s if isinstance(s, tuple) else s.split(" held ")[0] for s in seen])
 "#;
     let out = std::process::Command::new(root.join(".venv/bin/python"))
@@ -474,7 +478,7 @@ print([s if isinstance(s, tuple) else s.split(" held ")[0] for s in seen])
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "['after'] (None, 'RootLogger', 0) ('/nowhere', 'Parent', 10)\n\
+        "['after'] (None, 'RootLogger', 0, 'none') ('/nowhere', 'Parent', 10, 'ieee')\n\
          [\"torch's logger 'torch'\", ('aside.environment', ['TORCHINDUCTOR_CACHE_DIR'])]"
     );
 }
