@@ -72,12 +72,6 @@ def _cuda_switches():
     )
 
 
-# What decides how a step runs besides its code: (name, read, set). A call the grader hands over
-# runs in the values these had when grade_lib was loaded (`sealed`), whatever the submission set
-# around the call (red team 10: anomaly mode on around the first step of each window, its time
-# booked as the step's; bf16 autocast, mkldnn off, deterministic kernels, flushed denormals or
-# another matmul precision around the timed windows only: another workload timed than the one
-# graded); what it set is put back after.
 def _fp32_keys():
     """(backend, op) of torch's fp32 precision settings (`torch.backends.*.fp32_precision`) this
     build reads."""
@@ -138,6 +132,12 @@ def _set_fp32(state):
         _C._set_fp32_precision_setter(backend, op, v)
 
 
+# What decides how a step runs besides its code: (name, read, set). A call the grader hands over
+# runs in the values these had when grade_lib was loaded (`sealed`), whatever the submission set
+# around the call (red team 10: anomaly mode on around the first step of each window, its time
+# booked as the step's; bf16 autocast, mkldnn off, deterministic kernels, flushed denormals or
+# another matmul precision around the timed windows only: another workload timed than the one
+# graded); what it set is put back after.
 _SWITCHES = (
     # first: a mix of these and the legacy matmul precision makes that one's read raise. They are
     # part of inductor's cache key (red team 37: `torch.backends.cudnn.fp32_precision = "ieee"` on
@@ -199,6 +199,7 @@ def _quiet_while_sealed(is_enabled_for):
 
 if not getattr(_logging.Logger.isEnabledFor, "grade_quiet", False):
     _logging.Logger.isEnabledFor = _quiet_while_sealed(_logging.Logger.isEnabledFor)
+
 # The process's environment when grade_lib is loaded (os.environ's own table, bytes to bytes):
 # libraries read it at run time (inductor its cache folder at every compile), so a call the grader
 # hands over runs in this one (red team 35: `TORCHINDUCTOR_CACHE_DIR` pointed at an empty folder
@@ -234,6 +235,8 @@ def _set_env(table):
             _putenv(k, v)
     _ENV.clear()
     _ENV.update(table)
+
+
 _LOG_PLAIN = {"level": (int,), "parent": None, "propagate": (bool, int), "disabled": (bool, int),
               "handlers": (list,), "filters": (list,)}
 
