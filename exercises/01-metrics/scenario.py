@@ -123,9 +123,9 @@ def _draws(ctx, params):
     """Everything the grader draws, in draw order: per sim configuration its costs (and w, r, s),
     and the hidden summarize cases with their batch and seq_len. Called before the submission is
     imported (to record the answers) and again by the probes (to run them). The simulated costs
-    and the hidden sets come from this process's secret (`_SIM_KEY`), not from the seed: the seed is torch's initial
-    seed (`torch.initial_seed()`), readable by anyone, and the recipe is public (issue 38, round 4:
-    the truth replayed from the seed)."""
+    and the hidden sets come from this process's secret (`_SIM_KEY`), not from the seed: the seed
+    is torch's initial seed (`torch.initial_seed()`), readable by anyone, and the recipe is public
+    (issue 38, round 4: the truth replayed from the seed)."""
     sim_rng = random.Random(f"{_SIM_KEY}:sim")
     sim = {}
     for cfg in ("a", "b"):
