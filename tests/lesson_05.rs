@@ -415,7 +415,10 @@ fn dynamo_settings_of_the_submission_never_reach_the_graders_compile() {
 /// the call, named to the integrity gate, and given back after, and nothing of the submission's is
 /// freed inside the seal (red team 36: a key of its own in a logger's cache, its generator's
 /// `finally` a spin, ran when the seal swept the caches), and torch's fp32 precision settings are
-/// as before the submission (red team 37: one made every compile of the grader's cold).
+/// as before the submission (red team 37: one made every compile of the grader's cold), and so is
+/// dynamo's frame callback (red team 37: the grader's step called from a compiled trampoline). Only
+/// the seconds of setting these aside are the submission's (`aside_s`): a seal that set nothing
+/// aside charges it none.
 #[test]
 fn a_sealed_call_runs_without_the_submissions_logging_environment_or_loggers() {
     let root = support::lesson::root();
@@ -425,7 +428,9 @@ sys.path[:0] = ["exercises", "src/driver"]
 import lib as grade_lib
 seen = []
 ctx = types.SimpleNamespace(granted=[0], tamper=seen.append, metric=lambda k, v: seen.append((k, v)),
-                            ProbeFailed=RuntimeError)
+                            ProbeFailed=RuntimeError, cost_clock=__import__("time").perf_counter)
+with grade_lib.sealed(ctx) as plain:  # nothing of the submission's around it: nothing set aside
+    pass
 records = []
 class Keep(logging.Handler):
     def emit(self, record):
@@ -457,13 +462,18 @@ graph_log.isEnabledFor(Key())  # a key of the submission's in that cache: never 
 import torch
 torch.backends.cudnn.fp32_precision = "ieee"  # a key of inductor's cache (red team 37)
 fp32 = lambda: torch._C._get_fp32_precision_getter("cuda", "matmul")
-with grade_lib.sealed(ctx):
+frames = torch._C._dynamo.eval_frame
+frames.set_eval_frame(False)  # a frame callback of dynamo's ("run only") around the call (red team 37)
+with grade_lib.sealed(ctx) as seal:
     dynamo.debug("inside"); dynamo.critical("inside")
-    inside = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__, graph_log.level, fp32())
+    inside = (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__, graph_log.level, fp32(),
+              frames.get_eval_frame_callback())
+hook = frames.set_eval_frame(None)
 dynamo.debug("after")
 print(records, inside, (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_log.parent).__name__,
-                        graph_log.level, fp32()))
+                        graph_log.level, fp32(), hook))
 print([s if isinstance(s, tuple) else s.split(" held ")[0] for s in seen])
+print("aside_s:", plain.aside_s == 0.0, seal.aside_s > 0.0)
 "#;
     let out = std::process::Command::new(root.join(".venv/bin/python"))
         .arg("-c")
@@ -478,8 +488,9 @@ print([s if isinstance(s, tuple) else s.split(" held ")[0] for s in seen])
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
-        "['after'] (None, 'RootLogger', 0, 'none') ('/nowhere', 'Parent', 10, 'ieee')\n\
-         [\"torch's logger 'torch'\", ('aside.environment', ['TORCHINDUCTOR_CACHE_DIR'])]"
+        "['after'] (None, 'RootLogger', 0, 'none', None) ('/nowhere', 'Parent', 10, 'ieee', False)\n\
+         [\"torch's logger 'torch'\", ('aside.environment', ['TORCHINDUCTOR_CACHE_DIR'])]\n\
+         aside_s: True True"
     );
 }
 

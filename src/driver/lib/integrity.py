@@ -47,6 +47,8 @@ _module_hooks = tuple(
 _THREADS_ITEM = "torch's thread count changed (torch.set_num_threads)"
 
 _C = torch._C
+_get_eval_frame = _C._dynamo.eval_frame.get_eval_frame_callback  # torch._C's: no dynamo import
+_set_eval_frame = _C._dynamo.eval_frame.set_eval_frame
 _set_mkldnn = _C._set_mkldnn_enabled
 _use_deterministic, _deterministic_warn = torch.use_deterministic_algorithms, torch.is_deterministic_algorithms_warn_only_enabled
 _matmul_precision, _set_matmul_precision = torch.get_float32_matmul_precision, torch.set_float32_matmul_precision
@@ -127,6 +129,17 @@ class _Fp32:
     __hash__ = None
 
 
+def _frame_hook():
+    """dynamo's frame-evaluation callback now, with its identity (compared by `is`: the tuple
+    compares the ids first, so no `__eq__` of the callback's runs)."""
+    cb = _get_eval_frame()
+    return (id(cb), cb)
+
+
+def _set_frame_hook(v):
+    _set_eval_frame(v[1])
+
+
 def _set_fp32(state):
     for (backend, op), v in zip(_FP32, state.raw):  # generic first, each backend's `all` before its ops
         _C._set_fp32_precision_setter(backend, op, v)
@@ -152,6 +165,12 @@ _SWITCHES = (
     ("mkldnn", _mkldnn_on, _set_mkldnn),
     ("matmul precision", _matmul_precision, _set_matmul_precision),
     ("flush denormal", _flushing, _set_flush_denormal),
+    # dynamo's frame-evaluation callback (none before the submission): a grader's call made from
+    # a frame dynamo compiled (a `torch.compile`'d trampoline whose call graph-breaks) runs with
+    # it installed, and every Python frame below (the seal, the model) is converted and guarded
+    # inside the grader's call (red team 37). Set aside, the grader's own compiled model still
+    # installs its own around its call.
+    ("dynamo frame hook", _frame_hook, _set_frame_hook),
 ) + _cuda_switches()
 _SWITCHES_BASE = tuple(read() for _, read, _ in _SWITCHES)  # when grade_lib is loaded
 
@@ -169,7 +188,7 @@ _LOG_LEVELS = tuple(lg.level for lg in _STEP_LOGGERS)  # when grade_lib is loade
 # a level that lets torch's DEBUG records out (autograd's logging hooks on every node) changes
 # what runs in a step. `logging.basicConfig(level=logging.INFO)`, a careful student's progress
 # log, is then left alone: setting it aside cleared the caches of every logger torch has (~220),
-# twice per handed-over call, and those seconds are the submission's (`sealed.set_aside`): 0.3 ms
+# twice per handed-over call, and those seconds are the submission's (`sealed.aside_s`): 0.3 ms
 # of its own in each of lesson 05's timed windows, at its 0.3 ms median limit (a CI run failed
 # `logging_progress` on it).
 _LOG_FLOORS = tuple(min(lg.getEffectiveLevel(), _logging.INFO) for lg in _STEP_LOGGERS)
@@ -426,10 +445,13 @@ class sealed:
     A hook set up around the call is also named to the integrity gate (`ctx.tamper`): nothing a
     lesson asks for needs one there, and code meant to run inside the grader's step is the
     attempt, whether or not it was kept out. So is another intra-op thread count: the body runs
-    on the graded one (put back for it), and a step timed on another is not the step graded."""
+    on the graded one (put back for it), and a step timed on another is not the step graded.
+
+    `aside_s`: the seconds it spent setting aside what the submission put there and putting it
+    back, the submission's own (`handed`); the rest of its entry and exit is the grader's."""
 
     __slots__ = ("_ctx", "_env", "_gc", "_hooks", "_lease", "_levels", "_modes", "_saved",
-                 "_subclass", "_switches", "_threads")
+                 "_subclass", "_switches", "_threads", "aside_s")
 
     def __init__(self, ctx, lease=None):
         self._ctx = ctx
@@ -454,14 +476,20 @@ class sealed:
                              "(its code would run inside the grader's step)")
         self._gc = _gc_on()
         _gc_disable()
+        # the seconds spent setting aside what the submission put around the call, and putting it
+        # back (`aside_s`): the submission's, the rest of the seal the grader's (`handed`)
+        clock = self._ctx.cost_clock
         # the body runs on the graded configuration: torch's intra-op thread count as the driver
         # set it, whatever the submission set around the call (red team 6: four threads set for
         # the timed windows and one put back before measure() returned, so the step timed was
         # not the step graded); the submission's count is put back after
         self._threads = _get_threads()
         graded = _BASELINE.get(_THREADS_ITEM, self._threads)
+        aside = 0.0
         if self._threads != graded:
+            a0 = clock()
             _set_threads(graded)
+            aside += clock() - a0
             self._ctx.tamper(f"torch.set_num_threads({self._threads}) around a call the grader handed over, "
                              f"graded on {graded} thread(s) (the step timed would not be the step graded)")
         # ... and in torch's other switches as they were before the submission existed
@@ -470,8 +498,11 @@ class sealed:
         for (_, read, write), graded in zip(_SWITCHES, _SWITCHES_BASE):
             now = read()
             if now != graded:
+                a0 = clock()
                 write(graded)
                 self._switches.append((write, now))
+                aside += clock() - a0
+        a0 = clock()
         self._hooks = [(d, dict(d)) for d in _module_hooks if d]
         for d, _ in self._hooks:
             d.clear()
@@ -479,6 +510,8 @@ class sealed:
         # had before the submission existed, so torch attaches no logging hooks (and no handler or
         # filter of the submission's behind them) to the step's backward (red team 19)
         self._levels = loggers_as_before(self._ctx).__enter__()
+        if self._hooks or self._levels.changed:
+            aside += clock() - a0
         # ... and no logger makes a record while the body runs (`_SEALED`, read by logging's own
         # `isEnabledFor`): a handler or filter of the submission's on any of torch's loggers
         # (dynamo's, inductor's: ~370 of them once compiled) would run inside the grader's call,
@@ -492,6 +525,7 @@ class sealed:
         # its cache folder into it at its first compile, inside a call)
         self._env = None
         if _ENV != _ENV_BASE[0]:
+            a0 = clock()
             self._env = dict(_ENV)
             _set_env(_ENV_BASE[0])
             if not _ENV_NOTED:  # evidence, once: the names it changed (`aside.environment`)
@@ -499,11 +533,18 @@ class sealed:
                 changed = sorted((self._env.keys() ^ _ENV.keys()) | {k for k in self._env.keys() & _ENV.keys()
                                                                       if self._env[k] != _ENV[k]})
                 self._ctx.metric("aside.environment", [k.decode(errors="replace") for k in changed])
+            aside += clock() - a0
         # TorchFunctionModes the submission pushed around the call (`with torch.device(...)`, a
         # mode of its own: each one a Python call in every torch call of the body; red team 11:
         # sixteen nested device contexts around the eager calls only, their time booked as the
         # step's): set aside while the body runs, pushed back after
-        self._modes = [_function_pop() for _ in range(max(0, _function_len() - _FUNCTION_BASE))]
+        n = _function_len() - _FUNCTION_BASE
+        self._modes = []
+        if n > 0:
+            a0 = clock()
+            self._modes = [_function_pop() for _ in range(n)]
+            aside += clock() - a0
+        self.aside_s = aside
         self._saved = _saved_hooks(_same, _same)
         self._saved.__enter__()
         self._subclass = _no_subclass()
@@ -511,19 +552,14 @@ class sealed:
         self._ctx.granted[0] += 1  # the body's records are the grader's (no forgery walk)
         return self
 
-    @property
-    def set_aside(self):
-        """Did this seal set aside anything the submission put around the call (another thread
-        count, a switch, a global module hook, a logger level, a TorchFunctionMode)? Its seconds
-        doing so (and putting it back) are then the submission's (`handed`)."""
-        return bool(self._switches or self._hooks or self._levels.changed or self._modes or self._env is not None
-                    or self._threads != _BASELINE.get(_THREADS_ITEM, self._threads))
-
     def __exit__(self, *exc):
         try:
             self._subclass.__exit__(*exc)
             self._saved.__exit__(*exc)
         finally:
+            clock = self._ctx.cost_clock
+            back = self._hooks or self._levels.changed or self._env is not None or self._switches or self._modes
+            a0 = clock() if back else 0.0
             for d, kept in self._hooks:
                 d.update(kept)
             self._levels.__exit__()
@@ -532,11 +568,15 @@ class sealed:
                 _set_env(self._env)
             _SEALED[0] -= 1
             if _get_threads() != self._threads:
+                back = True
+                a0 = a0 or clock()
                 _set_threads(self._threads)
             for write, value in reversed(self._switches):
                 write(value)
             for mode in reversed(self._modes):
                 _function_push(mode)
+            if back:
+                self.aside_s += clock() - a0
             self._ctx.granted[0] -= 1
             if self._gc:
                 _gc_enable()
@@ -552,8 +592,10 @@ class handed:
     and go to `ctx.overhead` (`g`, subtracted from windows). They were counted as the
     submission's own: 0.2 ms a window in 05-compile on a fast machine, 0.44 ms in CI, over the
     0.3 ms the median rule allows a careful timer. When the seal set aside something the
-    submission put around the call (`sealed.set_aside`: 16 nested device contexts, red team 11),
-    the seconds of setting it aside and back stay the submission's.
+    submission put around the call (16 nested device contexts, red team 11),
+    the seconds of setting it aside and back stay the submission's (`sealed.aside_s`), and only
+    those: the whole entry and exit were, 0.12–0.16 ms a window for a careful student who set
+    `torch.set_float32_matmul_precision("high")` once (careful students 38), against 0.03.
 
     `prof`: torch's profiler was recording when the body returned: its recording's cost is in the
     window, no measure of the call (red team 18's profiled steps in lesson 01, red team 21's
@@ -582,12 +624,8 @@ class handed:
             more = {"prof": True} if _profiling() else {}
             ctx.event("call", fn=self._kind, c0=self._c0, c1=c1, g=ctx.overhead, **more)
         finally:
-            if seal.set_aside:
-                ctx.overhead += cost() - c1
-                seal.__exit__(*exc)
-            else:
-                seal.__exit__(*exc)
-                ctx.overhead += (self._c0 - self._c_in) + (cost() - c1)
+            seal.__exit__(*exc)
+            ctx.overhead += max(0.0, (self._c0 - self._c_in) + (cost() - c1) - seal.aside_s)
         return False
 
 
