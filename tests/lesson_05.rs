@@ -416,7 +416,9 @@ fn dynamo_settings_of_the_submission_never_reach_the_graders_compile() {
 /// freed inside the seal (red team 36: a key of its own in a logger's cache, its generator's
 /// `finally` a spin, ran when the seal swept the caches), and torch's fp32 precision settings are
 /// as before the submission (red team 37: one made every compile of the grader's cold), and so is
-/// dynamo's frame callback (red team 37: the grader's step called from a compiled trampoline). Only
+/// dynamo's frame callback (red team 37: the grader's step called from a compiled trampoline; red
+/// team 39: unset before any other frame of the grader's, and named to the gate), and inference
+/// mode (set aside); a call inside a functorch transform is refused (red team 39's `vmap`). Only
 /// the seconds of setting these aside are the submission's (`aside_s`): a seal that set nothing
 /// aside charges it none.
 #[test]
@@ -474,6 +476,22 @@ print(records, inside, (os.environ.get("TORCHINDUCTOR_CACHE_DIR"), type(torch_lo
                         graph_log.level, fp32(), hook))
 print([s if isinstance(s, tuple) else s.split(" held ")[0] for s in seen])
 print("aside_s:", plain.aside_s == 0.0, seal.aside_s > 0.0)
+def under_vmap(t):  # a functorch transform around the call: refused (red team 39)
+    with grade_lib.sealed(ctx):
+        pass
+    return t
+try:
+    torch.vmap(under_vmap)(torch.ones(2))
+    refused = False
+except RuntimeError as e:
+    refused = "vmap" in str(e)
+dynamo.debug("after a refusal")  # records again, the seal undone
+with torch.inference_mode():  # set aside for the call, not refused: a careful timer may use it
+    with grade_lib.sealed(ctx):
+        inference = [torch.is_inference_mode_enabled()]
+    inference.append(torch.is_inference_mode_enabled())
+print("vmap refused:", refused, records[-1], "inference mode inside, after:", inference,
+      "named:", any("inside a functorch transform" in str(x) for x in seen))
 "#;
     let out = std::process::Command::new(root.join(".venv/bin/python"))
         .arg("-c")
@@ -489,8 +507,11 @@ print("aside_s:", plain.aside_s == 0.0, seal.aside_s > 0.0)
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "['after'] (None, 'RootLogger', 0, 'none', None) ('/nowhere', 'Parent', 10, 'ieee', False)\n\
-         [\"torch's logger 'torch'\", ('aside.environment', ['TORCHINDUCTOR_CACHE_DIR'])]\n\
-         aside_s: True True"
+         [\"a call the grader handed over was made from code dynamo compiled (torch.compile around the call): \
+         dynamo would convert the grader's own frames inside it\", \"torch's logger 'torch'\", \
+         ('aside.environment', ['TORCHINDUCTOR_CACHE_DIR'])]\n\
+         aside_s: True True\n\
+         vmap refused: True after a refusal inference mode inside, after: [False, True] named: True"
     );
 }
 

@@ -49,6 +49,9 @@ _THREADS_ITEM = "torch's thread count changed (torch.set_num_threads)"
 _C = torch._C
 _get_eval_frame = _C._dynamo.eval_frame.get_eval_frame_callback  # torch._C's: no dynamo import
 _set_eval_frame = _C._dynamo.eval_frame.set_eval_frame
+_functorch_layer = _C._functorch.peek_interpreter_stack  # a vmap/grad transform running now
+_inference_mode_on = torch.is_inference_mode_enabled
+_InferenceMode = _C._InferenceMode  # a guard: `_InferenceMode(False)` leaves inference mode
 _set_mkldnn = _C._set_mkldnn_enabled
 _use_deterministic, _deterministic_warn = torch.use_deterministic_algorithms, torch.is_deterministic_algorithms_warn_only_enabled
 _matmul_precision, _set_matmul_precision = torch.get_float32_matmul_precision, torch.set_float32_matmul_precision
@@ -129,17 +132,6 @@ class _Fp32:
     __hash__ = None
 
 
-def _frame_hook():
-    """dynamo's frame-evaluation callback now, with its identity (compared by `is`: the tuple
-    compares the ids first, so no `__eq__` of the callback's runs)."""
-    cb = _get_eval_frame()
-    return (id(cb), cb)
-
-
-def _set_frame_hook(v):
-    _set_eval_frame(v[1])
-
-
 def _set_fp32(state):
     for (backend, op), v in zip(_FP32, state.raw):  # generic first, each backend's `all` before its ops
         _C._set_fp32_precision_setter(backend, op, v)
@@ -165,12 +157,6 @@ _SWITCHES = (
     ("mkldnn", _mkldnn_on, _set_mkldnn),
     ("matmul precision", _matmul_precision, _set_matmul_precision),
     ("flush denormal", _flushing, _set_flush_denormal),
-    # dynamo's frame-evaluation callback (none before the submission): a grader's call made from
-    # a frame dynamo compiled (a `torch.compile`'d trampoline whose call graph-breaks) runs with
-    # it installed, and every Python frame below (the seal, the model) is converted and guarded
-    # inside the grader's call (red team 37). Set aside, the grader's own compiled model still
-    # installs its own around its call.
-    ("dynamo frame hook", _frame_hook, _set_frame_hook),
 ) + _cuda_switches()
 _SWITCHES_BASE = tuple(read() for _, read, _ in _SWITCHES)  # when grade_lib is loaded
 
@@ -450,14 +436,39 @@ class sealed:
     `aside_s`: the seconds it spent setting aside what the submission put there and putting it
     back, the submission's own (`handed`); the rest of its entry and exit is the grader's."""
 
-    __slots__ = ("_ctx", "_env", "_gc", "_hooks", "_lease", "_levels", "_modes", "_saved",
-                 "_subclass", "_switches", "_threads", "aside_s")
+    __slots__ = ("_ctx", "_env", "_first", "_frame", "_gc", "_held", "_hooks", "_inference", "_lease", "_levels",
+                 "_modes", "_saved", "_subclass", "_switches", "_threads", "aside_s")
 
     def __init__(self, ctx, lease=None):
         self._ctx = ctx
         self._lease = lease  # the call this body was handed over for (`Lease`), when it has one
+        self._first = False
+        self._held = False  # `handed` gives the frame callback back itself, after its last stamp
 
-    def __enter__(self):
+    def first(self):
+        """What comes before any other frame of the grader's is entered: dynamo's frame callback
+        unset, and no logger making records (`_SEALED`, read by logging's own `isEnabledFor`).
+        While a callback is set, every Python frame entered is converted by dynamo, and its
+        skipping and tracing log records reach the submission's handlers: a call made from a
+        `torch.compile`'d trampoline had dynamo trace the seal's own frames, 45 ms of compiling
+        and a guarded graph in every call, and a handler spin 6 ms a record, all inside the
+        grader's own seconds (red team 39). Only C calls here: no frame is entered before both."""
+        if not self._first:
+            self._first = True
+            self._frame = _set_eval_frame(None)
+            _SEALED[0] += 1
+
+    def last(self):
+        """`first` undone: records again, the submission's frame callback back (the very end)."""
+        if self._first:
+            self._first = False
+            _SEALED[0] -= 1
+            _set_eval_frame(self._frame)
+
+    def _refuse(self):
+        """A call that cannot run as graded: kept from another call (`Lease`), or made inside a
+        functorch transform (`torch.func.vmap`/`grad`: every op of the grader's step batched or
+        differentiated; red team 39 timed eager calls inside `vmap`, 10–20 % slower)."""
         lease = self._lease
         if lease is not None and not lease.open:
             # kept from an earlier call and run in another (or after it): that call's work, not
@@ -468,6 +479,24 @@ class sealed:
                 f"{lease.what} was called outside the call of {lease.call} it was handed to: each call gets "
                 "its own (see the contract in README.md)"
             )
+        if _functorch_layer() is not None:
+            self._ctx.tamper("a call the grader handed over was made inside a functorch transform "
+                             "(torch.func.vmap or grad): the grader's step would not run as graded")
+            raise self._ctx.ProbeFailed(
+                "a function the grader handed over was called inside torch.func.vmap/grad/jvp: call it "
+                "directly (see the contract in README.md)"
+            )
+
+    def __enter__(self):
+        self.first()
+        try:
+            self._refuse()
+        except BaseException:
+            self.last()
+            raise
+        if self._frame is not None:
+            self._ctx.tamper("a call the grader handed over was made from code dynamo compiled (torch.compile "
+                             "around the call): dynamo would convert the grader's own frames inside it")
         if _top_saved_hooks(False) is not None:
             self._ctx.tamper("a saved-tensors hook around a call the grader handed over "
                              "(its code would run inside the grader's step)")
@@ -484,7 +513,7 @@ class sealed:
         # the timed windows and one put back before measure() returned, so the step timed was
         # not the step graded); the submission's count is put back after
         self._threads = _get_threads()
-        graded = _BASELINE.get(_THREADS_ITEM, self._threads)
+        graded = threads = _BASELINE.get(_THREADS_ITEM, self._threads)
         aside = 0.0
         if self._threads != graded:
             a0 = clock()
@@ -512,15 +541,14 @@ class sealed:
         self._levels = loggers_as_before(self._ctx).__enter__()
         if self._hooks or self._levels.changed:
             aside += clock() - a0
-        # ... and no logger makes a record while the body runs (`_SEALED`, read by logging's own
-        # `isEnabledFor`): a handler or filter of the submission's on any of torch's loggers
+        # ... and no logger makes a record while the body runs (`_SEALED`, raised in `first`, read
+        # by logging's own `isEnabledFor`): a handler or filter of the submission's on any of torch's loggers
         # (dynamo's, inductor's: ~370 of them once compiled) would run inside the grader's call,
         # timed as its work (red team 35: a DEBUG handler that spun in every record of the grader's
         # compile, first call 10.8 s against 1.5; another that changed dynamo's settings
         # mid-compile). What torch logs in a step is no part of the step's work. A flag, not
         # `logging.disable`: that sweeps every logger's cache, whose keys (and their finalizers)
         # and whose length are the submission's to choose (red team 36)
-        _SEALED[0] += 1
         # ... in the environment of before the submission existed (`_ENV_BASE`: inductor writes
         # its cache folder into it at its first compile, inside a call)
         self._env = None
@@ -544,6 +572,20 @@ class sealed:
             a0 = clock()
             self._modes = [_function_pop() for _ in range(n)]
             aside += clock() - a0
+        # ... not in inference mode (a careful timer may run its loop in one: no tampering),
+        # which no switch holds: a guard of the grader's leaves it for the body
+        self._inference = None
+        if _inference_mode_on():
+            a0 = clock()
+            self._inference = _InferenceMode(False)
+            self._inference.__enter__()
+            aside += clock() - a0
+        # ... and on the graded thread count still (nothing of the submission's ran since it was
+        # set: red team 39 changed it from a log handler inside the seal's entry, before `first`)
+        if _get_threads() != threads:
+            _set_threads(threads)
+            self._ctx.tamper("torch's intra-op thread count changed inside the grader's own seconds "
+                             "before a call it handed over")
         self.aside_s = aside
         self._saved = _saved_hooks(_same, _same)
         self._saved.__enter__()
@@ -566,7 +608,10 @@ class sealed:
             _adopt_torch_env()
             if self._env is not None:
                 _set_env(self._env)
-            _SEALED[0] -= 1
+            if self._inference is not None:
+                self._inference.__exit__(None, None, None)
+                back = True
+                a0 = a0 or clock()
             if _get_threads() != self._threads:
                 back = True
                 a0 = a0 or clock()
@@ -580,6 +625,8 @@ class sealed:
             self._ctx.granted[0] -= 1
             if self._gc:
                 _gc_enable()
+            if not self._held:
+                self.last()
         return False
 
 
@@ -607,10 +654,14 @@ class handed:
         self._ctx, self._kind, self._lease = ctx, kind, lease
 
     def __enter__(self):
+        # dynamo's frame callback unset and logging off before the first stamp (`sealed.first`):
+        # a frame converted before it is the submission's time, after it would be the grader's
+        seal = self._seal = sealed(self._ctx, self._lease)
+        seal._held = True
+        seal.first()
         cost = self._ctx.cost_clock
         self._c_in = cost()
-        self._seal = sealed(self._ctx, self._lease)
-        self._seal.__enter__()
+        seal.__enter__()
         self._ctx.calls_open += 1
         self._c0 = cost()
         return self
@@ -624,8 +675,11 @@ class handed:
             more = {"prof": True} if _profiling() else {}
             ctx.event("call", fn=self._kind, c0=self._c0, c1=c1, g=ctx.overhead, **more)
         finally:
-            seal.__exit__(*exc)
-            ctx.overhead += max(0.0, (self._c0 - self._c_in) + (cost() - c1) - seal.aside_s)
+            try:
+                seal.__exit__(*exc)
+                ctx.overhead += max(0.0, (self._c0 - self._c_in) + (cost() - c1) - seal.aside_s)
+            finally:
+                seal.last()  # after the last stamp: the submission's callback converts no frame of ours
         return False
 
 
