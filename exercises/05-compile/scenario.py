@@ -955,9 +955,16 @@ _DYNAMO_WATCH = None
 
 
 def before_submission(ctx):
-    """Before the submission is imported: watch what dynamo compiles (an instrument, no answer)."""
+    """Before the submission is imported: watch what dynamo compiles (an instrument, no answer),
+    and fix where inductor's header and SIMD answer come from."""
     global _DYNAMO_WATCH
     _DYNAMO_WATCH = _DynamoWatch(ctx)
+    # inductor's header folder and SIMD answer from the grader's environment and cache, before
+    # the submission can change either (red team 40: an empty TORCHINDUCTOR_CACHE_DIR at import,
+    # put back later, had the grader rebuild the 150 MB header inside its first call, 5.8 s
+    # against 1.4; a planted vec_isa.json made its compile miss the graph cache)
+    _persistent_precompiled_header()
+    _vec_isa_recorded()
 
 
 def run(ctx):
@@ -972,8 +979,9 @@ def run(ctx):
     # and its AOT trace (a cache miss) were thrown away in every dynamic compile, ~1 s of each
     # grading. The graph compiled is the restart's (the same AOT cache entry).
     _dynamo_config.specialize_float = True
-    _persistent_precompiled_header()
-    _vec_isa_recorded()
+    if _DYNAMO_WATCH is None:  # (a driver without the hook: now, as before)
+        _persistent_precompiled_header()
+        _vec_isa_recorded()
     lesson = Lesson(ctx)
     lesson.watch = _DYNAMO_WATCH or _DynamoWatch(ctx)  # (a driver without the hook: install now)
     for name in ("sim", "break_even", "real", "shapes"):

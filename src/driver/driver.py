@@ -92,6 +92,20 @@ def main():
     run_job(sys.argv[1], nonce)
 
 
+def _libraries_configured(torch):
+    """torch's CPU libraries read their environment once, at their first use, and keep what they
+    read for the whole process: MKL at its first GEMM (`MKL_CBWR`, `MKL_ENABLE_INSTRUCTIONS`),
+    oneDNN at its first primitive (`ONEDNN_MAX_CPU_ISA`, its primitive cache's capacity, JIT
+    dumps: GELU's forward and backward are oneDNN's on CPU), ATen at its first vectorised kernel
+    (`ATEN_CPU_CAPABILITY`). First used here, before the submission exists, they run in the
+    grader's configuration whatever the submission sets at its import (red team 40: those set,
+    one op run, and the environment put back before any sealed call: every step, the grader's
+    own too, 1.15-2.2x slower). A few small ops, ~1 ms once the libraries are loaded."""
+    a = torch.ones(64, 64, requires_grad=True)
+    x = torch.ones(8, 64, 256, requires_grad=True)
+    ((a @ a).sum() + torch.nn.functional.gelu(x).sum() + torch.ones(64).add_(1.0).sum()).backward()
+
+
 def run_job(job_path, nonce):
     """Grade one job; never returns (os._exit). Called by main() in a fresh interpreter, or by
     zygote.py in a child forked from a warm one (torch already imported)."""
@@ -122,6 +136,7 @@ def run_job(job_path, nonce):
     stage_s["imports_s"] = lap[0] - t0
     torch.set_num_threads(int(job.get("threads", 1)))
     torch.manual_seed(job["seed"])
+    _libraries_configured(torch)
     instruments._profiler_without_inductor(torch)
     instruments._dynamo_on_demand(torch)
     attribution.know_torch(torch)
