@@ -967,7 +967,9 @@ fn every_fixture_is_listed() {
 
 /// A student's run gets a private copy of the shared compile cache: what it writes there (a
 /// planted artefact) never reaches the shared folder other runs load from; a trusted run (the
-/// course's own solution) writes the shared folder itself.
+/// course's own solution) writes the shared folder itself. With the course's Python off
+/// (`GRADE_POLICY=off`): it refuses any write into the grader's cache before the sandbox is
+/// needed (red team 41; the `redteam41_*` fixtures), so the sandbox is met here on its own.
 #[test]
 fn a_student_cannot_write_the_shared_compile_cache() {
     let (shared, headers) = course_cache();
@@ -976,6 +978,7 @@ fn a_student_cannot_write_the_shared_compile_cache() {
         .arg("--submission")
         .arg(root().join("tests/fixtures/hostile/poison_compile_cache.py"))
         .env("GRADE_ROOT", root())
+        .env("GRADE_POLICY", "off")
         .env("GRADE_COMPILE_CACHE", shared.path())
         .env_remove("GRADE_PYTHON")
         .output()

@@ -170,6 +170,11 @@ def configure(policy, files):
         _HINTS[prefix] = (hint.get("zh", ""), hint.get("en", ""))
     _SUBMISSION_FILES.clear()
     _SUBMISSION_FILES.update(files)
+    # the grader's own files the submission may read but not change: inductor's compile cache
+    # (this run's copy: the kernels, graphs and headers the grader's compile reads), as the
+    # grader's environment names it before the submission exists
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    _GRADER_TREES[:] = [os.path.join(os.path.realpath(cache), "")] if cache else []
     if _RULES:
         _hold_every_route()
     _guard_enum_factory()
@@ -811,6 +816,14 @@ def _process_file(path):
 
 
 _AUDIT_ON = [False]
+_GRADER_TREES = []  # folders of the grader's whose files no code of the submission's may change
+
+# Python's audit events that change a file by path (besides `open` for writing): the paths each
+# names, changed or made, are checked against `_GRADER_TREES`.
+_CHANGE_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.truncate", "os.link", "os.symlink",
+                            "os.chmod", "os.chown", "os.utime", "os.mkdir", "shutil.rmtree", "shutil.move",
+                            "shutil.copyfile", "shutil.copytree"})
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 def _audit(event, args):
@@ -828,6 +841,45 @@ def _audit(event, args):
         return
     if event == "open":
         _open_audit(args, sys._getframe(1))
+        if _GRADER_TREES and _writes(args):
+            _grader_files_kept(event, args[:1], sys._getframe(1))
+    elif event in _CHANGE_EVENTS and _GRADER_TREES:
+        _grader_files_kept(event, args, sys._getframe(1))
+
+
+def _writes(args):
+    """An `open` event's (path, mode, flags): opened to write (a mode with w, a, x or +, or
+    `os.open`'s flags)."""
+    mode = args[1] if len(args) > 1 else None
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    flags = args[2] if len(args) > 2 else 0
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
+def _grader_files_kept(event, args, caller):
+    """No file of the grader's (`_GRADER_TREES`: lesson 05's compile cache) written, removed,
+    renamed or linked by the submission's code, directly or through the standard library
+    (`attributed`); torch's own writes there (inductor caching what it compiled) are torch's. Red
+    team 41 removed the precompiled headers, the kernels or every entry of this run's cache at its
+    import, or overwrote them: the grader's compiled first call then rebuilt them inside its own
+    call, 3-10x its time, and every check compared the number with the grader's clock on that same
+    call. The folder's entry itself (a link's own path, not its target) is what is checked."""
+    paths = []
+    for a in args:
+        if isinstance(a, (str, bytes, os.PathLike)):
+            p = os.fsdecode(a)
+            paths.append(os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p)))
+    hit = [p for p in paths if any(p.startswith(t) or p + os.sep == t for t in _GRADER_TREES)]
+    if not hit:
+        return
+    attribution = sys.modules.get("grade_attribution")
+    mine = attribution.attributed(caller) is not None if attribution is not None else _line() != 0
+    if mine:
+        refuse(f"{event}({hit[0]!r})",
+               "不能改动评分器的编译缓存（写入、删除、改名）：评分器自己的编译要读它",
+               "the grader's compile cache cannot be changed (written, removed, renamed): the grader's "
+               "own compile reads it")
 
 
 def _open_audit(args, caller):
