@@ -864,12 +864,18 @@ def _grader_files_kept(event, args, caller):
     team 41 removed the precompiled headers, the kernels or every entry of this run's cache at its
     import, or overwrote them: the grader's compiled first call then rebuilt them inside its own
     call, 3-10x its time, and every check compared the number with the grader's clock on that same
-    call. The folder's entry itself (a link's own path, not its target) is what is checked."""
+    call. What is checked: each path's own entry (a link's own path: removing a header link), for
+    an `open` also where it leads (a link made elsewhere into the cache), and of a copy only its
+    destination (copying out of the cache reads it)."""
+    if event in ("shutil.copyfile", "shutil.copytree"):
+        args = args[1:2]
     paths = []
     for a in args:
         if isinstance(a, (str, bytes, os.PathLike)):
             p = os.fsdecode(a)
             paths.append(os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p)))
+            if event == "open":
+                paths.append(os.path.realpath(p))
     hit = [p for p in paths if any(p.startswith(t) or p + os.sep == t for t in _GRADER_TREES)]
     if not hit:
         return
