@@ -83,6 +83,10 @@ pub struct Read {
     pub cost: Option<f64>,
     /// The grader's own seconds spent recording stamped events before this read (`g`).
     pub overhead: Option<f64>,
+    /// The grader's work clock where the value was read (`w`: the process's CPU seconds; on a
+    /// CPU device only): `cost` less `work` grows only while the reading thread neither runs
+    /// nor waits for a CPU (a sleep, a blocking wait).
+    pub work: Option<f64>,
     /// The grader's seconds spent recording this read itself (the next stamped event's `g`
     /// less this one's): a read the submission makes inside a window costs the window this
     /// much, and it is the submission's (red team 7: windows padded with extra clock reads).
@@ -124,6 +128,13 @@ pub enum Untimed {
 /// beside two busy loops (2026-12-06); red team 24's fixed patterns 1.3–2.6 (or 0.54–0.76).
 pub const UNLIKE_MAX: f64 = 1.5;
 
+/// Seconds of a span the stamping thread was neither on a CPU nor waiting for one: its cost-clock
+/// seconds (`c`: running, sleeping, blocking) less its work-clock seconds (`w`: the process's CPU
+/// time), never below 0.
+fn asleep_s(c0: f64, c1: f64, w0: f64, w1: f64) -> f64 {
+    ((c1 - c0) - (w1 - w0)).max(0.0)
+}
+
 /// How many reads at each end of a step-free gap can open or close a window (`sources_in`).
 const GAP_ENDS: usize = 16;
 
@@ -153,6 +164,11 @@ pub struct Measurement {
     /// Whole steps stamped on the grader's cost clock (`c` of `step` and `step_done`, lesson 04's
     /// observer): (position of the `step`, c0, c1). A window's busy time when it holds no `call`.
     pub step_calls: Vec<(usize, f64, f64)>,
+    /// Seconds of each stamped call and step (by the position of its `call` or `step` event) its
+    /// thread was neither on a CPU nor waiting for one (`asleep_s`, CPU device only): a sleep in
+    /// a step the submission wrote (lesson 04) is no work of the step's; in a handed-over call
+    /// (the grader's code, sealed) it is the call's (a compile waiting for its compiler).
+    pub asleep: BTreeMap<usize, f64>,
     /// Backwards that began at a step's loss but were no whole step (`step_undone`).
     pub undone: Vec<Undone>,
 }
@@ -249,6 +265,7 @@ impl Measurement {
         let mut calls = Vec::new();
         let mut sync_calls = BTreeSet::new();
         let mut step_calls = Vec::new();
+        let mut asleep = BTreeMap::new();
         let mut first_fp: BTreeMap<String, Value> = BTreeMap::new();
         let mut undone = Vec::new();
         for (pos, e) in events.iter().enumerate() {
@@ -301,9 +318,13 @@ impl Measurement {
                                     }
                                 }
                             }
-                            let c = |e: &Event| e.fields.get("c").and_then(Value::as_f64);
-                            if let (Some(c0), Some(c1)) = (c(&events[steps[k].start]), c(e)) {
+                            let f = |e: &Event, k: &str| e.fields.get(k).and_then(Value::as_f64);
+                            let start = &events[steps[k].start];
+                            if let (Some(c0), Some(c1)) = (f(start, "c"), f(e, "c")) {
                                 step_calls.push((steps[k].start, c0, c1));
+                                if let (Some(w0), Some(w1)) = (f(start, "w"), f(e, "w")) {
+                                    asleep.insert(steps[k].start, asleep_s(c0, c1, w0, w1));
+                                }
                             }
                         }
                     }
@@ -316,12 +337,16 @@ impl Measurement {
                     id,
                     cost: e.fields.get("c").and_then(Value::as_f64),
                     overhead: e.fields.get("g").and_then(Value::as_f64),
+                    work: e.fields.get("w").and_then(Value::as_f64),
                     recording: None,
                 }),
                 "call" => {
                     let c = |k: &str| e.fields.get(k).and_then(Value::as_f64);
                     if let (Some(c0), Some(c1)) = (c("c0"), c("c1")) {
                         calls.push((pos, c0, c1));
+                        if let (Some(w0), Some(w1)) = (c("w0"), c("w1")) {
+                            asleep.insert(pos, asleep_s(c0, c1, w0, w1));
+                        }
                         if e.field_str("fn") == Some("sync") {
                             sync_calls.insert(pos);
                         }
@@ -410,6 +435,7 @@ impl Measurement {
             calls,
             sync_calls,
             step_calls,
+            asleep,
         }
     }
 
@@ -463,11 +489,32 @@ impl Measurement {
         } else if !steps {
             0.0
         } else if self.step_calls.iter().any(|c| inside(&c)) {
-            self.step_calls.iter().filter(inside).map(clip).sum()
+            // a step's seconds asleep (not on a CPU, not waiting for one) are no work of it
+            let work = |c: &(usize, f64, f64)| {
+                let asleep = self.asleep.get(&c.0).copied().unwrap_or(0.0);
+                (clip(c) - asleep).max(0.0)
+            };
+            self.step_calls.iter().filter(inside).map(work).sum()
         } else {
             return None; // no stamped work in the window: nothing to compare
         };
         Some((b - a - writing, busy))
+    }
+
+    /// The seconds of the window between the reads at positions `open` and `close` that the
+    /// submission's thread spent neither on a CPU nor waiting for one (a sleep, a blocking wait)
+    /// outside the handed-over calls in it: on a CPU device no part of a step's work, whatever
+    /// the window holds (a sleep inside a step the submission wrote counts). `None` without the
+    /// grader's work clock on both reads (CUDA, a kernel without schedstat).
+    pub fn asleep_between(&self, open: usize, close: usize) -> Option<f64> {
+        let read = |pos: usize| self.reads.iter().find(|r| r.pos == pos);
+        let (r0, r1) = (read(open)?, read(close)?);
+        let total = asleep_s(r0.cost?, r1.cost?, r0.work?, r1.work?);
+        let calls: f64 = (self.calls.iter())
+            .filter(|c| open < c.0 && c.0 < close)
+            .filter_map(|c| self.asleep.get(&c.0))
+            .sum();
+        Some((total - calls).max(0.0))
     }
 
     /// `events` with only the reads of `clock` (and of its numbered stretches `clock#N`), when
@@ -730,7 +777,7 @@ impl Measurement {
         self.step_calls
             .iter()
             .find(|c| c.0 == start)
-            .map(|&(_, c0, c1)| c1 - c0)
+            .map(|&(_, c0, c1)| c1 - c0 - self.asleep.get(&start).copied().unwrap_or(0.0))
     }
 
     /// Whole steps of `variant` run before its first timed one and outside every timed interval.

@@ -31,6 +31,66 @@ fn failing(v: &BTreeMap<String, (Status, String)>) -> Vec<String> {
 
 // ------------------------------------------------------------------------ recorded observations
 
+/// The solution's recording with the grader's work clock (`w`) beside every cost stamp, equal to
+/// it (no thread slept), and `secs` of sleep added before the read that closes the window holding
+/// step `k` of each `(stream, k)`: the cost clock moves on, the work clock does not.
+fn with_asleep_windows(windows: &[(&str, usize)], secs: f64) -> BTreeMap<String, (Status, String)> {
+    let mut obs = L.recorded("solution");
+    for tr in obs.traces.values_mut() {
+        for e in tr.iter_mut() {
+            for (c, w) in [("c", "w"), ("c0", "w0"), ("c1", "w1")] {
+                if let Some(x) = e.fields.get(c).cloned() {
+                    e.fields.insert(w.into(), x);
+                }
+            }
+        }
+    }
+    for &(stream, k) in windows {
+        let tr = obs.traces.get_mut(stream).expect("a recorded stream");
+        let done = (tr.iter().enumerate())
+            .filter(|(_, e)| e.e == "step_done")
+            .nth(k)
+            .map(|(i, _)| i)
+            .expect("that step");
+        let close = (done..tr.len()).find(|&i| tr[i].e == "timer").unwrap();
+        for e in tr[close..].iter_mut() {
+            for key in ["c", "c0", "c1"] {
+                if let Some(x) = e.fields.get(key).and_then(|v| v.as_f64()) {
+                    e.fields.insert(key.into(), json!(x + secs));
+                }
+            }
+        }
+    }
+    grade_obs(obs)
+}
+
+#[test]
+fn a_window_asleep_is_no_measure_of_the_step() {
+    // stamped with both clocks and no sleep anywhere, the solution passes as recorded
+    let quiet = with_asleep_windows(&[], 0.0);
+    assert!(failing(&quiet).is_empty(), "{quiet:#?}");
+    // 0.5 ms of sleep in one window of the 36 the shapes probe times: noise (a hypervisor's steal
+    // looks alike)
+    let one = with_asleep_windows(&[("shapes.r2.short", 3)], 0.0005);
+    assert!(failing(&one).is_empty(), "{one:#?}");
+    // 0.5 ms of sleep (within every idle allowance) in each of one call's windows: the median
+    // window slept, and time asleep is no work of the step's on a CPU
+    let all: Vec<(&str, usize)> = (0..5).map(|k| ("shapes.r1.base", k)).collect();
+    let padded = with_asleep_windows(&all, 0.0005);
+    for id in ["samples_from_windows", "comparable_shown"] {
+        assert_eq!(padded[id].0, Status::Fail, "{id}");
+        assert!(
+            padded[id].1.contains("spent 5.000e-4 s asleep"),
+            "{id}: {}",
+            padded[id].1
+        );
+    }
+    // one window asleep for 60 ms, the rest quiet: more than any one window may sleep, and more
+    // than the one stall a stream's windows may hold
+    let long = with_asleep_windows(&[("real.run1", 4)], 0.06);
+    assert_eq!(long["samples_from_windows"].0, Status::Fail);
+}
+
 /// The solution's recording with `secs` of the submission's own time (on the grader's cost clock)
 /// added before the read that closes the window holding step `k` of each `(stream, k)`: the
 /// returned number is still that window's (wall clock), but the window held more than its work.

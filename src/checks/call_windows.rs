@@ -94,7 +94,9 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
     let mut matched = 0;
     // each matched window's (own, busy) seconds, the least stretched reading of it (the median rule)
     let mut windows = Vec::new();
-    // the one steady window a stall may have stretched (see the module's doc)
+    let mut asleep = Vec::new(); // seconds asleep of the steady windows: the asleep rule
+    let mut asleep_all = Vec::new(); // ... of every window that gives its number
+                                     // the one steady window a stall may have stretched (see the module's doc)
     let mut excused = steady.len() < MIN_STEADY_TO_EXCUSE;
     for (j, &k) in calls.iter().enumerate() {
         let (name, reported) = match j {
@@ -145,20 +147,27 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
         }
         if !giving.is_empty() && stretched.is_none() {
             matched += 1;
+            // the least asleep of the windows that give the number: the benefit of the doubt
+            asleep_all.extend(
+                (giving.iter())
+                    .filter_map(|s| m.asleep_between(s.open, s.close))
+                    .reduce(f64::min),
+            );
             // the median and mean rules are over the steady windows: `first_s`'s holds the
             // compile, whose large negative excess (own − share × busy) pulled the mean far below
             // its limit, so padding half of the compiled windows passed it (red team 21)
             if let Some(idle) = spec.idle.as_ref().filter(|i| i.median_s.is_some() && j > 0) {
                 let least = giving
                     .iter()
-                    .filter_map(|s| stretch(&m, s, idle))
-                    .map(|(_, busy, own, _)| (own, busy))
+                    .filter_map(|s| Some((stretch(&m, s, idle)?, s)))
+                    .map(|((_, busy, own, _), s)| (own, busy, m.asleep_between(s.open, s.close)))
                     .min_by(|a, b| {
                         (a.0 - idle.median_share() * a.1)
                             .total_cmp(&(b.0 - idle.median_share() * b.1))
                     });
-                if let Some(x) = least {
-                    windows.push(x);
+                if let Some((own, busy, slept)) = least {
+                    windows.push((own, busy));
+                    asleep.extend(slept);
                 }
             }
             continue;
@@ -249,6 +258,21 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
                 windows.len(), fmt_num(own), fmt_num(limit), share * 100.0
             ),
         ));
+    }
+    if let Some(idle) = spec.idle.as_ref() {
+        // every window that gives its number, the first call's too, to the one-window bound;
+        // the steady ones to the median
+        let most = IdleSpec {
+            asleep_s: Some(f64::INFINITY),
+            ..idle.clone()
+        };
+        if let Some(over) = most
+            .asleep_over(&asleep_all)
+            .or_else(|| idle.asleep_over(&asleep))
+        {
+            let why = over.why("");
+            bad.push((why.zh.to_string(), why.en.to_string()));
+        }
     }
     Ok(Found {
         matched,

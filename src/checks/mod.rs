@@ -1,6 +1,7 @@
 //! The rubric engine: evaluates each criterion's check against the evidence of one run and
 //! returns verdicts. One file per check kind; this file dispatches and formats numbers.
 pub mod answer;
+mod asleep;
 pub mod audit;
 pub mod break_even;
 pub mod call_windows;

@@ -29,6 +29,8 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
     let mut padded = Vec::new();
     // (label, windows, own seconds, median_s, by the mean) of the first variant over the median rule
     let mut padded_median: Option<(String, usize, f64, f64, bool)> = None;
+    // (label, what) of the first variant over an asleep rule
+    let mut asleep_median: Option<(String, crate::spec::rubric::Asleep)> = None;
     let mut judged = 0;
     for case in &spec.cases {
         let events = match env.evidence.trace(&case.stream) {
@@ -119,6 +121,19 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
                     }
                 }
             }
+            if found.is_none() && asleep_median.is_none() {
+                let mut readings = vec![timed.clone()];
+                readings.extend(m.window_readings(&case.variant));
+                for reading in &readings {
+                    let asleep: Vec<f64> = (reading.iter())
+                        .filter_map(|iv| m.asleep_between(iv.open, iv.close))
+                        .collect();
+                    if let Some(over) = idle.asleep_over(&asleep) {
+                        asleep_median = Some((label.clone(), over));
+                        break;
+                    }
+                }
+            }
             if let Some((over, total, reading)) = found {
                 let (k, secs, busy, own, allowed) = over[0];
                 let n = over.len();
@@ -132,11 +147,11 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
                 };
                 padded.push(text!(
                     format!(
-                        "{label}：{total} 个计时窗口{of_zh}中有 {n} 个在完整训练步之外花了过多时间；例如第 {} 个（评分器的时钟：{} s，不含等待 CPU 的时间，含本进程其他线程的 CPU 时间）只有 {} s 在训练步里，其余 {} s 是你自己的代码（sleep、空转），超过允许的 {} s：窗口必须只计时训练步本身",
+                        "{label}：{total} 个计时窗口{of_zh}中有 {n} 个在完整训练步的计算之外花了过多时间；例如第 {} 个（评分器的时钟：{} s，不含等待 CPU 的时间，含本进程其他线程的 CPU 时间）只有 {} s 是训练步的计算，其余 {} s 是你自己的代码或等待（sleep、空转；步里的 sleep 也算），超过允许的 {} s：窗口必须只计时训练步本身",
                         k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     ),
                     format!(
-                        "{label}: {n} of {total} timed windows{of_en} spent too long outside their whole steps; e.g. window #{} lasted {} s on the grader's clock (time waiting for a CPU left out, CPU time of your process's other threads counted), only {} s of it inside its step; the other {} s were your own code's (a sleep, a spin), more than the {} s allowed: a window times the step, not idle time after it",
+                        "{label}: {n} of {total} timed windows{of_en} spent too long on other than their whole steps' work; e.g. window #{} lasted {} s on the grader's clock (time waiting for a CPU left out, CPU time of your process's other threads counted), only {} s of it its step computing; the other {} s were your own code's or asleep (a sleep, a spin, a sleep inside the step), more than the {} s allowed: a window times the step, not idle time after it",
                         k + 1, fmt_num(secs), fmt_num(busy), fmt_num(own), fmt_num(allowed)
                     )
                 ));
@@ -157,6 +172,9 @@ pub fn evaluate(spec: &StepTimeSpec, env: &Env) -> Outcome {
     }
     if let Some(first) = padded.into_iter().next() {
         return Outcome::new(false, measured, bound, first);
+    }
+    if let Some((label, over)) = asleep_median {
+        return Outcome::new(false, measured, bound, over.why(&label));
     }
     if let (Some((label, n, own, limit, by_mean)), Some(idle)) = (padded_median, &spec.idle) {
         let pct = fmt_num(idle.median_share() * 100.0);

@@ -208,6 +208,7 @@ fn idle_windows(
 ) -> Option<Outcome> {
     let n = sources.len();
     let mut windows = Vec::new(); // (own, busy) of each window: the median rule
+    let mut asleep = Vec::new(); // seconds asleep of each window: the asleep rule
     for (k, s) in sources.iter().enumerate() {
         let Some((secs, busy)) = m.busy(s) else {
             return Some(Outcome::new(
@@ -222,6 +223,7 @@ fn idle_windows(
         };
         let own = secs - busy;
         windows.push((own, busy));
+        asleep.extend(m.asleep_between(s.open, s.close));
         let allowed = idle.max_s + idle.max_share * busy;
         if own > allowed
             && own - allowed <= IdleSpec::MAX_STALL_S
@@ -270,6 +272,14 @@ fn idle_windows(
                     fmt_num(own), fmt_num(limit)
                 )
             ),
+        ));
+    }
+    if let Some(over) = idle.asleep_over(&asleep) {
+        return Some(Outcome::new(
+            false,
+            text!(format!("{n}/{n} 来自窗口"), format!("{n}/{n} from windows")),
+            "",
+            over.why(""),
         ));
     }
     None

@@ -118,6 +118,11 @@ def attributed(frame, files=None, course=False, behalf=False):
 _COURSE = ("\0",)  # the course package's folder, as frames may name it (`know_course`)
 
 
+def in_course(frame):
+    """Whether `frame` runs the course package's code (`exercises/course`: the model)."""
+    return frame.f_code.co_filename.startswith(_COURSE)
+
+
 def know_course(course_path):
     """The course's root (`job["course_path"]`, put on `sys.path`): its package `course/`."""
     global _COURSE

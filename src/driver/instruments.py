@@ -326,6 +326,7 @@ def _install_clocks(ctx):
                 # `c`: the grader's cost clock where the value is read: what the window's work is
                 # compared with (`call` events)
                 c = ctx.cost_clock() if stamped else None
+                w = ctx.work() if stamped else None
                 if mine and ctx.virtual_now is not None:
                     value = ctx.virtual_now(_family, _ns)
                 else:
@@ -335,9 +336,9 @@ def _install_clocks(ctx):
                     granted = True
                     # `g`: the grader's own seconds spent recording so far (`Ctx.overhead`)
                     if _ns:
-                        ctx.event("timer", clock=_family, v=value / 1e9, ns=value, c=c, g=ctx.overhead)
+                        ctx.event("timer", clock=_family, v=value / 1e9, ns=value, c=c, w=w, g=ctx.overhead)
                     else:
-                        ctx.event("timer", clock=_family, v=value, c=c, g=ctx.overhead)
+                        ctx.event("timer", clock=_family, v=value, c=c, w=w, g=ctx.overhead)
                     # the integrity check of a stamped read comes after its value, with the
                     # recording: seconds of the grader's (`g`), not in the window of the read that
                     # closes one (35 µs of 560 snapshot entries: counted as the submission's own,
@@ -460,8 +461,8 @@ def _install_cuda_events(ctx, torch):
                 # `c` and `g` as a host clock read's: the window's time outside its steps on the
                 # cost clock is held to the idle rules, the grader's recording left out (without
                 # `g` no CUDA-event window was: a spin before `end.record()` passed; red team 23)
-                c = ctx.cost_clock()
-                ctx.event("timer", clock="cuda_event", id=counter[0], c=c, g=ctx.overhead)
+                c, w = ctx.cost_clock(), ctx.work()
+                ctx.event("timer", clock="cuda_event", id=counter[0], c=c, w=w, g=ctx.overhead)
                 ctx.overhead += ctx.cost_clock() - c
             return super().record(stream)
 

@@ -15,7 +15,7 @@ import time
 import traceback
 
 import grade_attribution
-from grade_attribution import _forged, _tamper, attributed
+from grade_attribution import _forged, _tamper, attributed, in_course
 
 _HERE = (lambda: None).__code__.co_filename  # this file, as its code names it
 grade_attribution._INTERNAL_FILES.add(_HERE)
@@ -59,8 +59,18 @@ def _cost_clock():
     machine, whatever else competes for the cores. Work the process itself runs beside the
     calling thread (torch's intra-op threads, set to many more than the cores, crowding the
     calling thread off its CPU) is its own cost, not the machine's load: graded runs use one
-    intra-op thread, so there it adds nothing."""
-    return _perf_counter() - _run_queue_s() + (_process_time() - _thread_time())
+    intra-op thread, so there it adds nothing.
+
+    The wall clock and the run-queue wait are one reading: the wait is read before and after the
+    wall clock and again until both agree (it grows only when the thread was switched out). A
+    thread preempted between the two reads, as it may be in the very `pread` of schedstat, had
+    the whole wait left out of one stamp and not the other: 9 ms of "own" or asleep time in a
+    careful window beside busy loops (2026-12-07)."""
+    while True:
+        r = _run_queue_s()
+        p = _perf_counter()
+        if _run_queue_s() == r:
+            return p - r + (_process_time() - _thread_time())
 
 
 try:  # kernels without schedstat: the wall clock (comparisons then rely on interleaving alone)
@@ -214,6 +224,14 @@ class Ctx:
         # the grader's clock for comparing two calls' costs: on CUDA the wall clock (a sync that
         # yields the CPU while the device works would count its queue time as waiting)
         self.cost_clock = _perf_counter if str(self.device).startswith("cuda") else _cost_clock
+        # the grader's clock of work (CPU seconds of the process's threads), read beside the cost
+        # clock at every stamp (`w`): what a span cost less what it computed is the seconds its
+        # thread was neither on a CPU nor waiting for one (a sleep, a blocking wait), no work
+        # of a step's on a CPU device (measurement.rs `asleep`). None on CUDA (a sync that
+        # blocks is the device's work) and on kernels without schedstat (waiting for a CPU
+        # would pass for a sleep)
+        schedstat = self.cost_clock is _cost_clock and _cost_clock is not _perf_counter
+        self.work_clock = _process_time if schedstat else None
         # the instruments' call counters (`ckpt`: every torch.utils.checkpoint.checkpoint call,
         # `empty_cache`: every torch.cuda.empty_cache() call): see tick() and tally()
         self._counts = {}
@@ -228,6 +246,7 @@ class Ctx:
         self.virtual_now = None  # set by a scenario: (family, ns) -> what the submission's clocks then read
         self.ProbeFailed = ProbeFailed
         self.attributed = attributed  # the attribution rule, for grade_lib's instruments
+        self.in_course = in_course  # whether a frame runs the course package's code
         self.watch = None  # _Watch, from just before the submission is imported
         # seconds of the grader's cost clock spent recording stamped events (a clock read's
         # `timer`, a handed-over call's `call`) outside the calls: carried as `g` on each, so a
@@ -296,6 +315,10 @@ class Ctx:
             n = self._counts.get(name, 0)
             self._channel.record("tally", name, n)
             return n
+
+    def work(self):
+        """`work_clock`'s value now, or None where there is none (the `w` of a stamp)."""
+        return None if self.work_clock is None else self.work_clock()
 
     def event(self, kind, **fields):
         if self._trace is not None:

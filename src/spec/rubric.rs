@@ -408,6 +408,19 @@ pub struct IdleSpec {
     /// just under `max_s` leaves the median alone (red team 7).
     #[serde(default)]
     pub mean: bool,
+    /// On a CPU device: the median over a stream's windows of the seconds each spent asleep
+    /// (neither on a CPU nor waiting for one: a sleep, a blocking wait, outside the handed-over
+    /// calls; `Measurement::asleep_between`) may be at most this. Honest windows sleep 0–5 µs: a
+    /// step on a CPU is work, and padding under `max_s` and `median_s` with a sleep is not
+    /// (red team 33's 0.9 ms after every "off" window, a sleep inside each "off" step).
+    #[serde(default)]
+    pub asleep_s: Option<f64>,
+    /// With `asleep_s`: the most seconds any one window may spend asleep (default 50 ms, the
+    /// longest stall excused): one window padded with a sleep leaves the median alone. Not
+    /// less: a hypervisor's steal looks like sleep to both clocks (neither CPU time nor a
+    /// run-queue wait), 3–9 ms in one window of careful students 43 beside busy loops.
+    #[serde(default)]
+    pub asleep_max_s: Option<f64>,
 }
 
 impl IdleSpec {
@@ -415,6 +428,49 @@ impl IdleSpec {
     /// the per-window allowance by: a spin of a quarter second is no stall (red team 21).
     pub const MAX_STALL_S: f64 = 0.05;
 
+    /// The most seconds one window may spend asleep (`asleep_max_s`, default 50 ms).
+    pub const ASLEEP_MAX_S: f64 = Self::MAX_STALL_S;
+
+    /// The asleep rules over windows' seconds asleep: `Some(Asleep)` when one window is over
+    /// `asleep_max_s` or their median over `asleep_s`; `None` when they hold, when no window was
+    /// stamped with the work clock (CUDA), or without an `asleep_s`.
+    pub fn asleep_over(&self, asleep: &[f64]) -> Option<Asleep> {
+        let limit = self.asleep_s?;
+        let most = self.asleep_max_s.unwrap_or(Self::ASLEEP_MAX_S);
+        if let Some((k, &x)) = asleep.iter().enumerate().find(|(_, &x)| x > most) {
+            return Some(Asleep {
+                n: asleep.len(),
+                secs: x,
+                limit: most,
+                window: Some(k),
+            });
+        }
+        let mut xs = asleep.to_vec();
+        if xs.is_empty() {
+            return None;
+        }
+        xs.sort_by(f64::total_cmp);
+        let median = xs[xs.len() / 2];
+        (median > limit).then_some(Asleep {
+            n: asleep.len(),
+            secs: median,
+            limit,
+            window: None,
+        })
+    }
+}
+
+/// Windows over an asleep rule (`IdleSpec::asleep_over`): of `n`, window `window` (else their
+/// median) spent `secs` asleep, over `limit`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Asleep {
+    pub n: usize,
+    pub secs: f64,
+    pub limit: f64,
+    pub window: Option<usize>,
+}
+
+impl IdleSpec {
     /// The share of a window's calls' time the median rule allows (`median_share`, else `max_share`).
     pub fn median_share(&self) -> f64 {
         self.median_share.unwrap_or(self.max_share)
@@ -1042,7 +1098,37 @@ mod tests {
             median_s,
             median_share,
             mean: false,
+            asleep_s: None,
+            asleep_max_s: None,
         }
+    }
+
+    #[test]
+    fn the_asleep_rules_hold_the_median_window_and_every_one() {
+        let rule = IdleSpec {
+            asleep_s: Some(0.0002),
+            ..idle(Some(0.0015), Some(0.05))
+        };
+        // honest windows sleep microseconds; one page fault's millisecond among them is noise
+        assert_eq!(rule.asleep_over(&[0.0, 0.000004, 0.0, 0.001, 0.0]), None);
+        // a 0.9 ms sleep in most windows (red team 33's `04_pad_own_time`): the median is over
+        let padded = rule
+            .asleep_over(&[0.0009, 0.0009, 0.0, 0.0009, 0.0009])
+            .unwrap();
+        assert_eq!((padded.secs, padded.window), (0.0009, None));
+        // a hypervisor's steal of 9 ms in one window is no sleep of the submission's; one window
+        // asleep for more than 50 ms, whatever the median, is
+        assert_eq!(rule.asleep_over(&[0.0, 0.0, 0.009, 0.0]), None);
+        let one = rule.asleep_over(&[0.0, 0.0, 0.06, 0.0]).unwrap();
+        assert_eq!((one.secs, one.window), (0.06, Some(2)));
+        assert!(
+            one.why("off").en.contains("window #3 of the 4"),
+            "{}",
+            one.why("off").en
+        );
+        // no window stamped with the work clock (CUDA), or no rule: nothing to hold
+        assert_eq!(rule.asleep_over(&[]), None);
+        assert_eq!(idle(Some(0.0015), None).asleep_over(&[0.01; 3]), None);
     }
 
     #[test]

@@ -648,7 +648,7 @@ class handed:
     window, no measure of the call (red team 18's profiled steps in lesson 01, red team 21's
     profiled eager calls in 05: twice or 2.5× their time)."""
 
-    __slots__ = ("_ctx", "_kind", "_lease", "_seal", "_c_in", "_c0")
+    __slots__ = ("_ctx", "_kind", "_lease", "_seal", "_c_in", "_c0", "_w0")
 
     def __init__(self, ctx, kind, lease=None):
         self._ctx, self._kind, self._lease = ctx, kind, lease
@@ -664,16 +664,18 @@ class handed:
         seal.__enter__()
         self._ctx.calls_open += 1
         self._c0 = cost()
+        self._w0 = self._ctx.work()
         return self
 
     def __exit__(self, *exc):
         ctx, seal = self._ctx, self._seal
         cost = ctx.cost_clock
         c1 = cost()
+        w1 = ctx.work()
         ctx.calls_open -= 1
         try:
             more = {"prof": True} if _profiling() else {}
-            ctx.event("call", fn=self._kind, c0=self._c0, c1=c1, g=ctx.overhead, **more)
+            ctx.event("call", fn=self._kind, c0=self._c0, c1=c1, w0=self._w0, w1=w1, g=ctx.overhead, **more)
         finally:
             try:
                 seal.__exit__(*exc)

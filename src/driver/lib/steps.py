@@ -231,11 +231,11 @@ class StepObserver:
         self.next_id += 1
         # stamped before the grader labels the inputs: that work is in the step, not in the
         # window's own time outside it (which the idle rules hold to the submission)
-        t, c = ctx.clock(), ctx.cost_clock()
+        t, c, w = ctx.clock(), ctx.cost_clock(), ctx.work()
         grad = torch.is_grad_enabled()
         inputs = {"idx": label(idx, self.batch["idx"], self.sized),
                   "targets": label(targets, self.batch["targets"], self.sized)}
-        ctx.event("step", id=k, inputs=inputs, grad=grad, t=t, c=c)
+        ctx.event("step", id=k, inputs=inputs, grad=grad, t=t, c=c, w=w)
         before = ctx.tally("ckpt")
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
                  "ran": set(), "pos": {}, "need": 0, "unrecorded": 0, "seq": None, "back": set(), "loss": True, "recomputed": 0,
@@ -345,11 +345,11 @@ class StepObserver:
         else:
             variant = self.variant({**rec, "recomputed": state["recomputed"]})
         # its recording after the stamp is the grader's own seconds (`overhead`), not the window's
-        c = ctx.cost_clock()
+        c, w = ctx.cost_clock(), ctx.work()
         # `prof`: a profiler recorded (part of) the step: its recording's cost is in the step, no
         # measure of it (red team 24's profiled timed "off" steps in lesson 04: 1.3–1.5× their time)
         more = {"prof": True} if state["prof"] or _profiling() else {}
-        ctx.event_after_stamp(c, "step_done", id=state["id"], t=ctx.clock(), c=c,
+        ctx.event_after_stamp(c, "step_done", id=state["id"], t=ctx.clock(), c=c, w=w,
                               **({"variant": variant} if variant else {}), **more)
 
     def _reran(self, state, rec):
