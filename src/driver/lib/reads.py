@@ -43,6 +43,10 @@ READBACKS = _Frozen({
 # Tensors made from another tensor's shape, not its values (`zeros_like`, `new_full`, ...), and the
 # usual constructors; any other call that takes no tensor and returns one (`torch.randn(())`) makes
 # a tensor from Python values too (`HostReads.__torch_function__`).
+# the course model's functions whose tensors made from Python values are the model's own, made
+# for every caller alike (`TinyGPT.embed`'s position indices), not its caller's constants
+COURSE_OWN = frozenset(("embed",))
+
 FACTORIES = frozenset((
     "tensor", "as_tensor", "asarray", "scalar_tensor", "from_numpy", "frombuffer", "full", "ones",
     "zeros", "empty", "empty_strided", "arange", "range", "linspace", "logspace", "eye",
@@ -761,6 +765,14 @@ class HostReads(_TorchFunctionMode):
                 else self.ctx.attributed(f, self.files, course=course))
         return mine.f_lineno if mine is not None else None
 
+    def _course_own(self, depth=2):
+        """Whether the torch call being attributed was made by the course's own code in one of
+        `COURSE_OWN` (the model's per-call constants: its position indices), past torch's frames."""
+        f = _sys._getframe(depth)
+        while f is not None and f.f_code.co_filename.startswith(_TORCH_DIR):
+            f = f.f_back
+        return f is not None and f.f_code.co_name in COURSE_OWN and self.ctx.in_course(f)
+
     def _raised(self, name, ins, line):
         """A call raised (its exception on the way out): an error raised on device data (an
         index out of range, a value check) may carry its values in its message; on a device it
@@ -907,6 +919,17 @@ class HostReads(_TorchFunctionMode):
             # code above numpy's or the standard library's, set going by the watched code, acts on
             # its behalf (`attributed(behalf=True)`: a DataLoader's collate_fn)
             line = self._caller_line(behalf=True)
+        if line is None and (name in _VIEWS or name in _readbacks or name in _factories
+                             or not any(isinstance(a, _Tensor) for a in _flat(args, kwargs))):
+            # the course's code the watched code called runs on its behalf: what it reads back or
+            # makes from Python values is the watched code's (red team 42: a one-element tensor
+            # handed to the model as `blocks_fn`, whose truth the forward's `blocks_fn or …` read
+            # at every step; course modules built in every step for the constants their
+            # constructors make), save the position indices the model's forward makes for every
+            # caller alike (`COURSE_OWN`). The grader's own calls of the model have no line
+            line = self._caller_line(course=True)
+            if line is not None and name not in _VIEWS and name not in _readbacks and self._course_own():
+                line = None
         if line is None and not self._host:
             # not the watched code's call, and no host memory to follow: nothing to count
             try:
