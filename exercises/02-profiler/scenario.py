@@ -671,15 +671,21 @@ def _graders(e, encloses_step):
     known by its code, not its file (red team 18 ran its own work through grader files): the
     grader's `train_step` around a step it ran, the watch's switch wrappers, and the seal and
     bookkeeping those call themselves (careful students 19: under load their self time, outside
-    the steps' windows, ranked in a careful with_stack profile's top 5). A built-in they call, or
-    anything a collection runs inside them, is an event of its own, held to the windows."""
+    the steps' windows, ranked in a careful with_stack profile's top 5), and a built-in any of
+    those frames calls itself (the seal's `getattr`s outside the windows: ranked third in a
+    careful with_stack profile, four calls more in the whole recording than in the training's,
+    2026-12-07). A Python frame a built-in or a collection runs inside them is an event of its
+    own, held to the windows."""
     if _of(e, _TRAIN_STEP_CODE):
         return encloses_step(e)
     if any(_of(e, c) for c in _WATCH_CODES):
         return True
     up = getattr(e, "cpu_parent", None)
-    caller = up is not None and (
-        (_of(up, _TRAIN_STEP_CODE) and encloses_step(up)) or any(_of(up, c) for c in _WATCH_CODES))
+    if up is None:
+        return False
+    if e.name.startswith("<built-in") and getattr(up, "is_python_function", False):
+        return _graders(up, encloses_step)
+    caller = (_of(up, _TRAIN_STEP_CODE) and encloses_step(up)) or any(_of(up, c) for c in _WATCH_CODES)
     return caller and any(_of(e, c) for c in _CALLED_CODES)
 
 
@@ -1192,15 +1198,16 @@ class Lesson:
             the bit: every element times 1 ± 2⁻²² (a sign drawn per element, per verify call), so
             a comparison for exact equality (`torch.equal`, `==`, equal checksums) calls a right
             candidate wrong; `torch.allclose` and `assert_close` at their defaults take it (red
-            team 25). And (`wrong`) a planted error no sum and no loose tolerance sees: element A
+            team 25). And (`wrong`) a planted error no statistic of the values sees: element A
             (drawn per verify call from the process's secret, the same in every step of the call)
-            moved towards zero by δ (drawn, 0.01–0.05) and an element on the other side of zero,
-            at least δ from it, moved towards zero by as much (drawn per verify call among those:
-            not the extreme, red team 28 compared only the outputs' max and min), so the sum stays
-            (within rounding), the extremes stay and both stay inside tanh's (-1, 1) (a range
-            check tells nothing); only a comparison of every element at a tolerance under δ finds
-            it (red team 7: element [0, 0] alone, or one row, compared; red team 25: the outputs'
-            sums compared, `allclose(atol=0.45)`). The place
+            swapped with another element δ to 2δ (δ drawn, 0.01–0.05) from it (drawn per verify
+            call among those), so the output holds the very same values, in other places: its
+            sum, its sum of squares or cubes, its extremes and its sorted values all stay (within
+            rounding); only a comparison that weighs every element by its place finds it
+            (element by element at a tolerance under δ; red team 43's row and column sums and a
+            random-weighted sum do too: they read both outputs whole, in place) (red team 7: element [0, 0] alone, or one row, compared; red team 25: the
+            outputs' sums compared, `allclose(atol=0.45)`; red team 28: their max and min; red
+            team 42: Σy² and Σy³ compared, which an error moved towards zero changed). The place
             is a mask made before the call (red team 12 read an index put's arguments from a
             `record_shapes` profile); right and wrong outputs are made by the very same ops with W
             itself (a zero flag for the right one), so neither the ops a profile records, the
@@ -1219,13 +1226,19 @@ class Lesson:
                 y = right(x, acc)
                 if y.shape != mask.shape:  # (an input of the submission's own may be any shape)
                     return y
-                side = torch.sign((y * mask).sum())  # A's side of zero
-                # the compensating element: the drawn one among those on the other side at least
-                # δ from zero, not A (on the device: no read of the values)
-                fits = (y * side < -delta) & (mask == 0)
-                far = torch.argmax(torch.where(fits, keys, -1.0))
+                a = (y * mask).sum()  # A's value
+                # the element A swaps with: the drawn one among those δ to 2δ from A's value (any
+                # at least δ from it when none is), not A (on the device: no read of the values),
+                # so the error is about δ: under any loose tolerance (red team 25's atol=0.45);
+                # with δ = 0 (a right candidate) it is drawn too and nothing moves
+                gap = (y - a).abs()
+                fits = (gap >= delta) & (mask == 0)
+                near = fits & (gap <= 2 * delta)
+                far = torch.argmax(torch.where(near, keys + 2.0, torch.where(fits, keys, -1.0)))
                 other = torch.zeros_like(y).view(-1).scatter_(0, far.view(1), 1.0).view_as(y)
-                y = y - mask * side * delta + other * side * delta
+                b = (y * other).sum()
+                swap = (delta > 0).to(y.dtype)
+                y = torch.where(mask > 0, b * swap + a * (1 - swap), torch.where(other > 0, a * swap + b * (1 - swap), y))
                 return y * rounding
 
             return body
