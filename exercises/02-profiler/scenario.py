@@ -1205,9 +1205,10 @@ class Lesson:
             sum, its sum of squares or cubes, its extremes and its sorted values all stay (within
             rounding); only a comparison that weighs every element by its place finds it
             (element by element at a tolerance under δ; red team 43's row and column sums and a
-            random-weighted sum do too: they read both outputs whole, in place) (red team 7: element [0, 0] alone, or one row, compared; red team 25: the
-            outputs' sums compared, `allclose(atol=0.45)`; red team 28: their max and min; red
-            team 42: Σy² and Σy³ compared, which an error moved towards zero changed). The place
+            random-weighted sum do too: they read both outputs whole, in place). Not found by:
+            element [0, 0] alone, or one row (red team 7); the outputs' sums, `allclose(atol=0.45)`
+            (red team 25); their max and min (red team 28); Σy² and Σy³, which an error moved
+            towards zero changed (red team 42). The place
             is a mask made before the call (red team 12 read an index put's arguments from a
             `record_shapes` profile); right and wrong outputs are made by the very same ops with W
             itself (a zero flag for the right one), so neither the ops a profile records, the

@@ -94,9 +94,11 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
     let mut matched = 0;
     // each matched window's (own, busy) seconds, the least stretched reading of it (the median rule)
     let mut windows = Vec::new();
-    let mut asleep = Vec::new(); // seconds asleep of the steady windows: the asleep rule
-    let mut asleep_all = Vec::new(); // ... of every window that gives its number
-                                     // the one steady window a stall may have stretched (see the module's doc)
+    // seconds asleep of the steady windows (the asleep rules), and of every window that gives
+    // its number, the first call's too (the one-window rule)
+    let mut asleep = Vec::new();
+    let mut asleep_all = Vec::new();
+    // the one steady window a stall may have stretched (see the module's doc)
     let mut excused = steady.len() < MIN_STEADY_TO_EXCUSE;
     for (j, &k) in calls.iter().enumerate() {
         let (name, reported) = match j {
@@ -262,12 +264,8 @@ fn judge(stream: &str, spec: &CallWindowsSpec, env: &Env) -> Result<Found, Absen
     if let Some(idle) = spec.idle.as_ref() {
         // every window that gives its number, the first call's too, to the one-window bound;
         // the steady ones to the median
-        let most = IdleSpec {
-            asleep_s: Some(f64::INFINITY),
-            ..idle.clone()
-        };
-        if let Some(over) = most
-            .asleep_over(&asleep_all)
+        if let Some(over) = idle
+            .asleep_in_one(&asleep_all)
             .or_else(|| idle.asleep_over(&asleep))
         {
             let why = over.why("");

@@ -428,6 +428,20 @@ impl IdleSpec {
     /// the per-window allowance by: a spin of a quarter second is no stall (red team 21).
     pub const MAX_STALL_S: f64 = 0.05;
 
+    /// The one-window half of `asleep_over`: the first window over `asleep_max_s`, when there is
+    /// an `asleep_s` rule (lesson 05 holds its first call's window to this half only).
+    pub fn asleep_in_one(&self, asleep: &[f64]) -> Option<Asleep> {
+        self.asleep_s?;
+        let most = self.asleep_max_s.unwrap_or(Self::ASLEEP_MAX_S);
+        let (k, &x) = asleep.iter().enumerate().find(|(_, &x)| x > most)?;
+        Some(Asleep {
+            n: asleep.len(),
+            secs: x,
+            limit: most,
+            window: Some(k),
+        })
+    }
+
     /// The most seconds one window may spend asleep (`asleep_max_s`, default 50 ms).
     pub const ASLEEP_MAX_S: f64 = Self::MAX_STALL_S;
 
@@ -436,14 +450,8 @@ impl IdleSpec {
     /// stamped with the work clock (CUDA), or without an `asleep_s`.
     pub fn asleep_over(&self, asleep: &[f64]) -> Option<Asleep> {
         let limit = self.asleep_s?;
-        let most = self.asleep_max_s.unwrap_or(Self::ASLEEP_MAX_S);
-        if let Some((k, &x)) = asleep.iter().enumerate().find(|(_, &x)| x > most) {
-            return Some(Asleep {
-                n: asleep.len(),
-                secs: x,
-                limit: most,
-                window: Some(k),
-            });
+        if let Some(one) = self.asleep_in_one(asleep) {
+            return Some(one);
         }
         let mut xs = asleep.to_vec();
         if xs.is_empty() {

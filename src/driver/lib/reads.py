@@ -40,13 +40,13 @@ READBACKS = _Frozen({
     "apply_": "all", "map_": "all", "map2_": "all",
     "nonzero": 8, "argwhere": 8, "masked_select": 8, "unique": 8, "unique_consecutive": 8,
 })
-# Tensors made from another tensor's shape, not its values (`zeros_like`, `new_full`, ...), and the
-# usual constructors; any other call that takes no tensor and returns one (`torch.randn(())`) makes
-# a tensor from Python values too (`HostReads.__torch_function__`).
 # the course model's functions whose tensors made from Python values are the model's own, made
 # for every caller alike (`TinyGPT.embed`'s position indices), not its caller's constants
 COURSE_OWN = frozenset(("embed",))
 
+# Tensors made from another tensor's shape, not its values (`zeros_like`, `new_full`, ...), and the
+# usual constructors; any other call that takes no tensor and returns one (`torch.randn(())`) makes
+# a tensor from Python values too (`HostReads.__torch_function__`).
 FACTORIES = frozenset((
     "tensor", "as_tensor", "asarray", "scalar_tensor", "from_numpy", "frombuffer", "full", "ones",
     "zeros", "empty", "empty_strided", "arange", "range", "linspace", "logspace", "eye",
