@@ -919,8 +919,9 @@ class HostReads(_TorchFunctionMode):
             # code above numpy's or the standard library's, set going by the watched code, acts on
             # its behalf (`attributed(behalf=True)`: a DataLoader's collate_fn)
             line = self._caller_line(behalf=True)
-        if line is None and (name in _VIEWS or name in _readbacks or name in _factories
-                             or not any(isinstance(a, _Tensor) for a in _flat(args, kwargs))):
+        if line is None and (name in _VIEWS or name in _readbacks or name in _factories or not (
+                (args and isinstance(args[0], _Tensor))  # most calls: no walk of the arguments
+                or any(isinstance(a, _Tensor) for a in _flat(args, kwargs)))):
             # the course's code the watched code called runs on its behalf: what it reads back or
             # makes from Python values is the watched code's (red team 42: a one-element tensor
             # handed to the model as `blocks_fn`, whose truth the forward's `blocks_fn or …` read
