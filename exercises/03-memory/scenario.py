@@ -233,6 +233,12 @@ class Watched(object):
     def bind(self, model, batch):
         self.cases[model] = batch
 
+    def foreign_layer(self):
+        """A layer of a course model the grader did not hand over ran (a plain `course.TinyGPT`
+        of the submission's own, whose forward is no `ObservedTinyGPT`'s): a forward of another
+        model, as a copy's is (red team 44: a whole warm-up step on one, unseen)."""
+        self.ctx.event("shape", batch=-1, seq_len=-1, case=False, foreign=True)
+
     def on_case(self, model, idx, targets):
         """Whether this forward is a step of the case `model` was handed over in: its inputs are
         the grader's tokens of that case (the targets those too, or none: the loss computed

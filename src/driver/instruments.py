@@ -82,6 +82,30 @@ def _live_checkpoints(cp_mod, torch_dir):
     return _checkpoint_without_reentrant_generator, forward
 
 
+# The backwards a reentrant checkpoint runs for the backward it is part of: while its
+# `CheckpointFunction.backward` runs, the graph task that called it (outermost first). Its own
+# backward of the recomputed function is another graph task; what that one accumulates into the
+# parameters is the outer backward's (grade_lib.steps `_in_step_backward`).
+CKPT_BACK_TASKS = []
+
+
+def _reentrant_backward(cp_mod, torch):
+    """`CheckpointFunction.backward`, noting the graph task it runs in (`CKPT_BACK_TASKS`)."""
+    real_backward = cp_mod.CheckpointFunction.backward
+    task_id = torch._C._current_graph_task_id
+
+    def backward(ctx, *grads):
+        CKPT_BACK_TASKS.append(task_id())
+        try:
+            return real_backward(ctx, *grads)
+        finally:
+            CKPT_BACK_TASKS.pop()
+
+    backward.__wrapped__ = real_backward
+    cp_mod.CheckpointFunction.backward = staticmethod(backward)
+    return backward
+
+
 def _instrument(ctx):
     """Wrap what the scenarios observe; return the originals to check integrity at the end."""
     import os
@@ -91,6 +115,7 @@ def _instrument(ctx):
 
     real_checkpoint = cp_mod.checkpoint
     live_gen, live_forward = _live_checkpoints(cp_mod, os.path.dirname(torch.__file__) + os.sep)
+    live_backward = _reentrant_backward(cp_mod, torch)
 
     def counting_checkpoint(function, *args, **kwargs):
         me = sys._getframe()
@@ -134,6 +159,10 @@ def _instrument(ctx):
         "torch.utils.checkpoint.CheckpointFunction.forward": (
             lambda: cp_mod.CheckpointFunction.forward,
             live_forward,
+        ),
+        "torch.utils.checkpoint.CheckpointFunction.backward": (
+            lambda: cp_mod.CheckpointFunction.backward,
+            live_backward,
         ),
         "torch.autograd.graph.saved_tensors_hooks": (
             lambda: torch.autograd.graph.saved_tensors_hooks,

@@ -910,8 +910,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                     // lesson 06 adds its read-back instrument's events (grade_lib HostReads, its
                     // `autograd` too), the model's `forward {grad}` and count_syncs()'s `call`;
                     // lesson 05's dynamo watch `graph` and `graph_break` (and its own `call`);
-                    // lesson 03 `empty_cache` and `shape` (a forward's case)
-                    const KINDS: [&str; 15] = [
+                    // lesson 03 `empty_cache` and `shape` (a forward's case); `left`, what a
+                    // call left behind for the grader to put back (grade_lib.leftover_state)
+                    const KINDS: [&str; 16] = [
                         "ckpt",
                         "sync",
                         "timer",
@@ -927,6 +928,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                         "call",
                         "empty_cache",
                         "shape",
+                        "left",
                     ];
                     if !KINDS.contains(&kind.as_str()) {
                         return Err(format!(

@@ -60,8 +60,14 @@ class StepObserver:
     - began with a loss's gradient: at the model's loss a positive one; at the logits (no
       targets) a cross-entropy's, each position's row summing to 0 with one negative entry (its
       target's): `(logits * 0).sum()` or `logits.sum()` is no loss;
-    - gave every parameter of the model a new gradient (a new `.grad` or one accumulated in
-      place): `loss.backward(inputs=[x])` computes none.
+    - went back through every layer to its input: each layer's input (on every position of
+      the batch) had its gradient computed in that backward, which needs the layer's own backward
+      (a hook on the tensor the layer was handed; a layer handed a detached input, its output's
+      gradient captured, goes back through nothing: red team 44);
+    - had autograd accumulate a gradient into every parameter of the model (its
+      AccumulateGrad ran in that backward: a hook the grader registers on each parameter), not a
+      `.grad` the submission assigned: `loss.backward(inputs=[x])` with zeros put in `.grad` by a
+      hook computes none (red team 44).
 
     Layers that run again during that backward are recomputations (`recomputed`); `variant(rec)`
     decides a step's variant from the forward's record, and again at the end of its backward with
@@ -113,7 +119,7 @@ class StepObserver:
                 token["fp"] = _fingerprint(args)
             return token
         if self.backward is not None:  # a checkpoint recomputing a layer during the backward
-            token = {"state": None, "backward": self.backward, "module": module}
+            token = {"state": None, "backward": self.backward, "module": module, "args": args}
             if self.checkpoints:
                 token["fp"] = _fingerprint(args)
             return token
@@ -129,6 +135,7 @@ class StepObserver:
             return
         if token["state"] is None:
             state = token["backward"]
+            self._watch_input(state, token["module"], token["args"])  # a reentrant rerun's
             state["recomputed"] += 1
             if self.checkpoints:
                 m = id(token["module"])
@@ -153,6 +160,7 @@ class StepObserver:
             state["pos"][id(module)] = state["pos"].get(id(module), 0) + _positions(args, state["seq"])
             if state["pos"][id(module)] >= state["need"]:
                 state["ran"].add(id(module))
+            self._watch_input(state, module, args)
             if self.checkpoints:
                 # every run of the layer in this forward (micro-batches run it several times):
                 # each is judged, not the last one (red team 13: the real work outside any
@@ -217,10 +225,37 @@ class StepObserver:
         if out.requires_grad:
             out.register_hook(lambda grad, m=id(module): self._layer_back(m))
 
+    def foreign_layer(self):
+        """A layer of a model the grader did not hand over (a course model of the submission's
+        own making) ran outside any observed forward. Nothing here; a lesson that forbids other
+        models' work in a call says so (lesson 03's `Watched`)."""
+
     def _layer_back(self, module):
         state = self.backward
         if state is not None:
             state["back"].add(module)
+
+    def _watch_input(self, state, module, args):
+        """A hook on the input a layer of step `state` was handed (in its forward, or in a
+        reentrant checkpoint's rerun, whose backward is its own): the gradient of that input is
+        computed only after the layer's own backward, so its positions count as gone back
+        through (`in_pos`) when it fires in the step's backward."""
+        x = args[0] if args else None
+        if not isinstance(x, torch.Tensor) or not x.requires_grad:
+            return
+        n = _positions(args, state["seq"])
+        if n:
+            x.register_hook(lambda g, m=id(module), n=n, st=state: self._input_back(st, m, n))
+
+    def _input_back(self, state, module, n):
+        if self.backward is state and _in_step_backward(state):
+            state["in_pos"][module] = state["in_pos"].get(module, 0) + n
+
+    def accumulated(self, p):
+        """Autograd accumulated a gradient into parameter `p` (its AccumulateGrad ran)."""
+        state = self.backward
+        if state is not None and state["acc"] is not None and _in_step_backward(state):
+            state["acc"].add(id(p))
 
     def forward(self, model, idx, targets, blocks_fn):
         ctx = self.ctx
@@ -240,8 +275,8 @@ class StepObserver:
         state = {"id": k, "layers": 0, "wrapped": 0, "task": None, "embedding": False,
                  "ran": set(), "pos": {}, "need": 0, "unrecorded": 0, "seq": None, "back": set(), "loss": True, "recomputed": 0,
                  "done": False, "prof": _profiling(),
-                 "grads": None, "frames": [], "counted": [], "where": {}, "fp": {},
-                 "reruns": {}, "refp": {}, "blocks": model.blocks,
+                 "frames": [], "counted": [], "where": {}, "fp": {},
+                 "reruns": {}, "refp": {}, "blocks": model.blocks, "acc": set(), "in_pos": {},
                  "all": {id(m) for b in model.blocks for m in (b.attn, b.mlp)}}
         x = model.embed(idx)
         state["need"] = _positions((x,))  # the batch's positions: what every layer must take in
@@ -290,6 +325,7 @@ class StepObserver:
             rec["covered"] = covered  # ... and whose saves went to that checkpoint
         if grad and isinstance(loss, torch.Tensor) and loss.requires_grad:
             params = [p for p in model.parameters() if id(p) not in UNTRAINED]
+            _watch_accumulation(params)
 
             def through_loss(g, state=state, rec=rec, params=params, targets=targets):
                 self.loss_tasks.append(_graph_task_id())  # every backward from a model's loss
@@ -298,8 +334,6 @@ class StepObserver:
                     return  # one backward per step: the first that began at its loss
                 state["task"] = _graph_task_id()
                 state["loss"] = _a_loss_gradient(g, logits=targets is None)
-                # what each parameter's gradient is now: the backward must give each a new one
-                state["grads"] = [(p.grad, None if p.grad is None else p.grad._version) for p in params]
                 self.backward = state
                 _engine.queue_callback(lambda: self._backward_end(state, rec, params))
 
@@ -322,15 +356,16 @@ class StepObserver:
             self.backward = None
         state["done"] = True
         dropped, self.dropped = self.dropped, set()
-        fresh = sum(
-            1 for p, (g0, v0) in zip(params, state["grads"])
-            if (p.grad is not None and (p.grad is not g0 or p.grad._version != v0)) or id(p) in dropped
-        )
-        state["grads"] = None
+        acc, state["acc"] = state["acc"], None
+        fresh = sum(1 for p in params if id(p) in acc or id(p) in dropped)
         ctx = self.ctx
         # what the backward reran (lesson 04): judged in every step, whole or not
         reran = self._reran(state, rec) if self.checkpoints else None
-        every, ran, back = state["all"], state["ran"] & state["all"], state["back"] & state["all"]
+        every, ran = state["all"], state["ran"] & state["all"]
+        # went back through a layer: its output's gradient arrived, and its input's was computed
+        # on every position of the batch
+        need, in_pos = state["need"], state["in_pos"]
+        back = {m for m in state["back"] & every if in_pos.get(m, 0) >= need}
         whole = (state["embedding"] and state["loss"] and ran == every and back == every
                  and fresh == len(params))
         if not whole:  # what it missed, for the report (measurement.rs)
@@ -414,7 +449,11 @@ _StopRecomputation = getattr(_cp_mod, "_StopRecomputationError", None) or ()
 def _observed_layer_forward(forward):
     def observed(self, *args, **kwargs):
         observer = _observer[0]
-        if observer is None or self not in _OBSERVED:
+        if observer is None:
+            return forward(self, *args, **kwargs)
+        if self not in _OBSERVED:
+            if observer.current is None:  # a layer of another model, outside any observed forward
+                observer.foreign_layer()
             return forward(self, *args, **kwargs)
         token = observer.layer_begin(self, args)
         try:
@@ -546,6 +585,54 @@ def _a_loss_gradient(g, logits):
 
 _graph_task_id = torch._C._current_graph_task_id  # which backward is running (-1: none)
 _engine = torch.autograd.Variable._execution_engine  # queue_callback: run at that backward's end
+# a reentrant checkpoint's backward: the graph tasks it was called from (grade_instruments)
+_CKPT_BACK_TASKS = getattr(_sys.modules.get("grade_instruments"), "CKPT_BACK_TASKS", None)
+_CFB = _cp_mod.CheckpointFunction.backward
+_CFB_REAL = getattr(_CFB, "__wrapped__", _CFB).__code__
+_LIB_DIR = _os.path.dirname(__file__) + _os.sep  # the grader's library (reads.py's engine watch)
+
+
+def _in_step_backward(state):
+    """Is the backward running now step `state`'s: the one that began at its loss, or the backward
+    a reentrant checkpoint runs of its rerun function on behalf of that one (torch's own call in
+    `CheckpointFunction.backward`, nobody's code between: a backward the rerun function itself
+    starts, of `p.sum() * 0` say, is not the step's)?"""
+    task = _graph_task_id()
+    if task == state["task"]:
+        return True
+    if not _CKPT_BACK_TASKS or state["task"] not in _CKPT_BACK_TASKS:
+        return False
+    f = _getframe(2)
+    while f is not None:
+        code = f.f_code
+        if code is _CFB_REAL:
+            return True
+        name = code.co_filename
+        if not (name.startswith(_TORCH_DIR) or name.startswith(_LIB_DIR) or name == _DRIVER_FILE):
+            return False
+        f = f.f_back
+    return False
+
+
+# parameters the grader's accumulation hook is on, each once whichever model it is in: id -> a
+# weak reference (by id: a tensor's `==` is elementwise)
+_ACCUMULATION_WATCHED = {}
+
+
+def _accumulated(p):
+    observer = _observer[0]
+    if observer is not None:
+        observer.accumulated(p)
+
+
+def _watch_accumulation(params):
+    """The grader's post-accumulate-grad hook on each of `params` not yet watched: it runs only
+    when autograd's AccumulateGrad of that parameter ran, not when `.grad` is assigned."""
+    for p in params:
+        known = _ACCUMULATION_WATCHED.get(id(p))
+        if p.requires_grad and (known is None or known() is not p):
+            p.register_post_accumulate_grad_hook(_accumulated)
+            _ACCUMULATION_WATCHED[id(p)] = _weakref.ref(p)
 
 
 # The observer of every ObservedTinyGPT (so copies keep reporting): a module global, not an
