@@ -16,7 +16,7 @@
 //!   `_ns` clock); `timer {clock: cuda_event, id}` recorded a CUDA event; `elapsed {a, b, v}` the
 //!   submission asked for the time between two recorded CUDA events.
 //! - `sync` the submission called the `sync()` it was given.
-//! - `step_undone {id, embedding, loss, ran, model_layers, back, grads, params}` a backward began at a step's loss
+//! - `step_undone {id, embedding, loss, ran, model_layers, back, grads, params, lowp}` a backward began at a step's loss
 //!   but missed part of it (the embedding, a layer, a parameter's gradient): that step stays a
 //!   stray forward; reports say what was missed.
 //! - `work` device work the grader queued outside any step (lesson 05: inputs still being copied
@@ -189,6 +189,9 @@ pub struct Undone {
     /// Parameters it gave a new gradient, of all the model's.
     pub grads: i64,
     pub params: i64,
+    /// Layer runs of its forward under autocast or on an input of another float type than
+    /// float32 (the contract's step computes in float32).
+    pub lowp: i64,
 }
 
 /// Where one returned number comes from: two reads of one clock that enclose the whole steps
@@ -370,6 +373,7 @@ impl Measurement {
                     back: int(e.fields.get("back")).unwrap_or(0),
                     grads: int(e.fields.get("grads")).unwrap_or(0),
                     params: int(e.fields.get("params")).unwrap_or(0),
+                    lowp: int(e.fields.get("lowp")).unwrap_or(0),
                 }),
                 "work" => queued.push(pos),
                 _ => {}

@@ -372,14 +372,24 @@ fn no_whole_step(m: &Measurement) -> Text {
     }
     if u.grads < u.params {
         zh.push(format!(
-            "{} 个参数中有 {} 个没有得到新的梯度",
+            "{} 个参数中有 {} 个没有由 autograd 累加梯度（手工赋值的 .grad 不算）",
             u.params,
             u.params - u.grads
         ));
         en.push(format!(
-            "left {} of the {} parameters without a new gradient",
+            "left {} of the {} parameters without a gradient autograd accumulated (a `.grad` assigned by hand is none)",
             u.params - u.grads,
             u.params
+        ));
+    }
+    if u.lowp > 0 {
+        zh.push(format!(
+            "前向中有 {} 次层运行在 autocast 下或输入不是 float32（一步按 float32 计算）",
+            u.lowp
+        ));
+        en.push(format!(
+            "ran {} layer(s) under autocast or on an input not in float32 in the forward (a step computes in float32)",
+            u.lowp
         ));
     }
     text!(

@@ -268,8 +268,16 @@ def _from_submission_past_torch(depth=2):
         f = sys._getframe(depth)
     except ValueError:
         return False
-    while f is not None and _past(f.f_code.co_filename):
+    # torch's, the grader's wrappers', generated, standard-library and third-party frames in any
+    # order (red team 46: `empty_cache` as an ExitStack callback that torch's checkpoint exits:
+    # the standard library's frame first, then torch's, then the submission's)
+    while f is not None:
+        name = f.f_code.co_filename
+        if name in SUBMISSION_FILES:
+            return True
+        if not (_past(name) or _transparent(name)):
+            return False
         f = f.f_back
-    return f is not None and attributed(f) is not None
+    return False
 
 

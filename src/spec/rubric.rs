@@ -911,8 +911,9 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                     // `autograd` too), the model's `forward {grad}` and count_syncs()'s `call`;
                     // lesson 05's dynamo watch `graph` and `graph_break` (and its own `call`);
                     // lesson 03 `empty_cache` and `shape` (a forward's case); `left`, what a
-                    // call left behind for the grader to put back (grade_lib.leftover_state)
-                    const KINDS: [&str; 16] = [
+                    // call left behind for the grader to put back (grade_lib.leftover_state);
+                    // `step_undone`, a backward from a step's loss that was no whole step
+                    const KINDS: [&str; 17] = [
                         "ckpt",
                         "sync",
                         "timer",
@@ -929,6 +930,7 @@ fn validate(check: &Check, ex: &Exercise) -> Result<(), String> {
                         "empty_cache",
                         "shape",
                         "left",
+                        "step_undone",
                     ];
                     if !KINDS.contains(&kind.as_str()) {
                         return Err(format!(

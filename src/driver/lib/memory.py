@@ -39,10 +39,14 @@ def saved_bytes(model, fn):
         numpy array, a file name) keeps `t`'s bytes somewhere the grader cannot follow, so they
         count as kept (issue 38: memory is what's alive, wherever it is). So does a tensor
         returned smaller than what it was handed: the rest is kept elsewhere (an index into a
-        file, an arena, a process: red team 7), for autograd needs all of it back."""
+        file, an arena, a process: red team 7), for autograd needs all of it back. And so does a
+        tensor of other memory than `t`'s: autograd gets `t`'s values back from it at unpack, so
+        they are kept somewhere all the same (red team 46: every save handed back as a view of
+        one decoy made before the forward, the real tensors kept in a cache)."""
         if isinstance(kept, torch.Tensor):
             try:
-                whole = kept.untyped_storage().nbytes() >= t.numel() * t.element_size()
+                same = kept.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+                whole = same and kept.untyped_storage().nbytes() >= t.numel() * t.element_size()
             except (RuntimeError, NotImplementedError, TypeError):
                 whole = False
             if whole:

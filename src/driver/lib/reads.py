@@ -963,9 +963,15 @@ class HostReads(_TorchFunctionMode):
         tensors = [a for a in ins if isinstance(a, _Tensor)]
         src = args[0] if args and isinstance(args[0], _Tensor) else None
         cpu = self.cpu_run
-        if name == "copy_" and len(args) > 1 and isinstance(args[1], _Tensor) and src is not None:
-            if self.host(args[1]) and not self.host(src):
-                self._host_to_device(name, line, args[1])
+        if src is not None and len(tensors) > 1 and name not in _ATTRIBUTES and not self.host(src):
+            # host memory handed to a call on device data is copied to the device, whatever the
+            # call is named (`copy_`, `dev[...] = host`, `index_put_`, `where`, arithmetic with
+            # a host operand): red team 46 sent a Python value to the device every step with
+            # `n_dev[...] = host`, which only `copy_` was looked at for
+            for a in tensors[1:]:
+                if self.host(a):
+                    self._host_to_device(name, line, a)
+                    break
         if name in ("cpu", "cuda", "to") and src is not None:
             where = self._destination(name, args, kwargs)
             if where is not None:
@@ -1194,8 +1200,10 @@ class HostReads(_TorchFunctionMode):
         host; on CUDA each one waits for the device, or refuses a device tensor). What it is
         not: host memory, a constant (its values came from Python), a template of a shape or
         dtype only (`_TEMPLATES`), the data a factory copies (`x.new_tensor(y)`: y's values as
-        a tensor of y's shape, a factory), the result itself or memory of its own
-        (`x.contiguous()`, `x.data`: the same data, handed on), nor an attribute read or set
+        a tensor of y's shape, a factory), the result itself or, for the call's first tensor,
+        memory of its own (`x.contiguous()`, `x.data`: the same data, handed on; a later
+        argument sharing the result's memory is still read: red team 45's
+        `tensor_split(buf, buf[:2])`), nor an attribute read or set
         (`_ATTRIBUTES`: `p.grad` hands over the parameter's gradient, its own memory, without
         reading a value of `p`; red team 27 found an honest on-device gradient-norm log
         counted as a read-back of every parameter)."""
@@ -1209,8 +1217,13 @@ class HostReads(_TorchFunctionMode):
             s = _storage(t)
             if s is None or _known(_CONST, s):
                 continue
+            if any(o is t for o in outs):
+                continue
+            # memory of its own handed on: only the call's first tensor, whose data the result
+            # is (a second argument of the same memory, `tensor_split(buf, buf[:2])`'s sections,
+            # is read for what it decides: red team 45)
             mine = s._cdata
-            if any(o is t or ((x := _storage(o)) is not None and x._cdata == mine) for o in outs):
+            if t is tensors[0] and any((x := _storage(o)) is not None and x._cdata == mine for o in outs):
                 continue
             return t
         return None

@@ -64,6 +64,8 @@ class StepObserver:
       the batch) had its gradient computed in that backward, which needs the layer's own backward
       (a hook on the tensor the layer was handed; a layer handed a detached input, its output's
       gradient captured, goes back through nothing: red team 44);
+    - computed in float32: no layer ran under autocast or on an input of another float type
+      (red team 45);
     - had autograd accumulate a gradient into every parameter of the model (its
       AccumulateGrad ran in that backward: a hook the grader registers on each parameter), not a
       `.grad` the submission assigned: `loss.backward(inputs=[x])` with zeros put in `.grad` by a
@@ -155,6 +157,11 @@ class StepObserver:
             # under no_grad, a tensor of the wanted size saved after the model returned)
             if not token["recorded"]:
                 state["unrecorded"] += 1
+            # the contract's step computes in float32: a layer run under autocast, or on an input
+            # of another float type, is another step's work (red team 45: the "off" steps' blocks
+            # in fp16 on the CPU, slower, to make checkpointing look free)
+            if _low_precision(args):
+                state["lowp"] += 1
             # a layer ran on the batch when it took in every position of it, at once or over
             # several calls (micro-batches): one row of it, broadcast back, is no step's work
             state["pos"][id(module)] = state["pos"].get(id(module), 0) + _positions(args, state["seq"])
@@ -276,7 +283,7 @@ class StepObserver:
                  "ran": set(), "pos": {}, "need": 0, "unrecorded": 0, "seq": None, "back": set(), "loss": True, "recomputed": 0,
                  "done": False, "prof": _profiling(),
                  "frames": [], "counted": [], "where": {}, "fp": {},
-                 "reruns": {}, "refp": {}, "blocks": model.blocks, "acc": set(), "in_pos": {},
+                 "reruns": {}, "refp": {}, "blocks": model.blocks, "acc": set(), "in_pos": {}, "lowp": 0,
                  "all": {id(m) for b in model.blocks for m in (b.attn, b.mlp)}}
         x = model.embed(idx)
         state["need"] = _positions((x,))  # the batch's positions: what every layer must take in
@@ -367,12 +374,12 @@ class StepObserver:
         need, in_pos = state["need"], state["in_pos"]
         back = {m for m in state["back"] & every if in_pos.get(m, 0) >= need}
         whole = (state["embedding"] and state["loss"] and ran == every and back == every
-                 and fresh == len(params))
+                 and fresh == len(params) and not state["lowp"])
         if not whole:  # what it missed, for the report (measurement.rs)
             ctx.event(
                 "step_undone", id=state["id"], embedding=state["embedding"], loss=state["loss"],
                 ran=len(ran), model_layers=len(every), back=len(back), grads=fresh,
-                params=len(params), t=ctx.clock(),
+                params=len(params), lowp=state["lowp"], t=ctx.clock(),
             )
             return
         if reran is not None:
@@ -536,6 +543,17 @@ def _checkpoint_regions():
             joined = False
         f = f.f_back
     return [(frame, counted) for frame, counted in groups]
+
+
+def _low_precision(args):
+    """Does a layer run on `args` compute in less than float32: under autocast for its input's
+    device, or on a floating input of another type?"""
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    if x is None:
+        return False
+    if x.is_floating_point() and x.dtype != torch.float32:
+        return True
+    return torch.is_autocast_enabled(x.device.type)
 
 
 def _fingerprint(args):
