@@ -1607,8 +1607,49 @@ fn a_backward_that_skips_the_blocks_is_no_step_and_the_report_says_what_it_misse
     assert!(!why.contains("of the model's 8 layers"), "{why}");
     assert!(!why.contains("no loss's gradient"), "{why}");
     assert!(
-        why.contains("left 48 of the 53 parameters without a new gradient"),
+        why.contains("left 48 of the 53 parameters without a gradient autograd accumulated"),
         "{why}"
     );
     assert!(!why.contains("embedding"), "{why}");
+    assert!(!why.contains("autocast"), "{why}");
+}
+
+#[test]
+fn a_step_under_autocast_is_no_step_and_the_report_says_so() {
+    // every layer ran and went back, every parameter's gradient accumulated, but under autocast
+    // (red team 45: the "off" steps' blocks in fp16 on the CPU): `step_undone` with `lowp`
+    let mut t = T::default();
+    for id in 0..4 {
+        t.read();
+        t.events
+            .push(Event::new("step").with("id", id).with("variant", "off"));
+        t.events.push(
+            Event::new("step_undone")
+                .with("id", id)
+                .with("embedding", true)
+                .with("loss", true)
+                .with("ran", 8)
+                .with("model_layers", 8)
+                .with("back", 8)
+                .with("grads", 53)
+                .with("params", 53)
+                .with("lowp", 4),
+        );
+        t.sync();
+    }
+    t.read();
+    let out = predicate_on(
+        "warmup",
+        ", min: 1",
+        &[("compare.run1", &t)],
+        &[("off", 0.01), ("on", 0.01)],
+    );
+    assert!(!out.pass);
+    let why = &out.why.en;
+    assert!(
+        why.contains("ran 4 layer(s) under autocast or on an input not in float32"),
+        "{why}"
+    );
+    assert!(!why.contains("went back through"), "{why}");
+    assert!(!why.contains("parameters without"), "{why}");
 }
